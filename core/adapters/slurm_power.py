@@ -11,8 +11,9 @@ bookkeeping Slurm's:
   that the plugin wakes them ahead of a reservation or job: they register by themselves),
   ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts/SuspendExcStates exclude
   them, last_used_time from Slurm's LastBusyTime, resources_assigned.ncpus from the cpus
-  its jobs hold (the plugin keeps a MIXED node, PBS's free, up), suspended_jobs from
-  ``squeue -t S`` (Slurm leaves such a node IDLE); resv_list from ``scontrol show
+  its jobs hold (the plugin keeps a MIXED node, PBS's free, up), jobs from squeue (those
+  holding cpus there: the plugin's reason names them), suspended_jobs from ``squeue -t S``
+  (Slurm leaves such a node IDLE); resv_list from ``scontrol show
   reservation``; job_list the pending jobs with Slurm's expected start and nodes (``squeue
   --start``; a squeue that fails is the run's error: nothing is powered off). The hosts the
   plugin powers off (its driver; their vnodes go to ``sleep``) are handed to Slurm with
@@ -74,6 +75,9 @@ STATE_FOLDER = "the state folder (--state-dir)"
 #: that are logged one by one; the rest are one line with their count (`_LeftOut`). So are
 #: the resume file's jobs that want hosts woken.
 LOGGED_LEFT_OUT = 5
+#: squeue's states of a job that holds cpus on its nodes (configuring, running, completing,
+#: resizing, signaling, staging out, stopped): slurm_bridge's NODE_JOB_STATES but suspended.
+HOLDING_STATES = "CF,R,CG,RS,SI,SO,ST"
 #: The suspended jobs a SuspendProgram line names for one node kept up; the rest counted.
 NAMED_JOBS = 10
 #: Slurm's node state flags in the order slurmctld matches a SuspendExcStates name against
@@ -358,26 +362,39 @@ def pending_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
     return out
 
 
-def suspended_jobs(ctx: Context) -> dict[str, list[str]]:
-    """Each node's suspended jobs (``squeue -t S``). Slurm leaves a node whose only job is
-    suspended IDLE (its own power saving skips a node with suspended jobs), so without
-    them the plugin powered it off under the job. A squeue that fails is `SlurmError`, the
-    run's error (nothing is powered off); a line whose nodes do not read is that too: a
-    suspended job left out would leave its node unprotected."""
-    text = ctx.slurm.run("squeue", "-h", "-a", "-t", "S", "-o", "%i|%N")
+def node_jobs(ctx: Context, states: str, what: str) -> dict[str, list[str]]:
+    """Each node's jobs in squeue's `states` (``squeue -h -a -t STATES -o %i|%N``), in
+    squeue's order; `what` names one such job in an error. A squeue that fails is
+    `SlurmError`, the run's error (nothing is powered off); a line whose nodes do not read
+    is that too: a job left out would leave its node unprotected."""
+    text = ctx.slurm.run("squeue", "-h", "-a", "-t", states, "-o", "%i|%N")
     out: dict[str, list[str]] = {}
     for line in text.splitlines():
         job_id, bar, nodes = line.partition("|")
         if not bar or not job_id:
-            raise SlurmError(f"squeue -t S: {quoted(line, 80)} is not id|nodes")
+            raise SlurmError(f"squeue -t {states}: {quoted(line, 80)} is not id|nodes")
         try:
             names = _hostlist(ctx, nodes)
         except (ValueError, SlurmError) as exc:
-            raise SlurmError(f"suspended job {shown(job_id)}: its nodes not read: {exc}"
-                             ) from None
+            raise SlurmError(f"{what} {shown(job_id)}: its nodes not read: {exc}") from None
         for name in names:
             out.setdefault(name, []).append(job_id)
     return out
+
+
+def suspended_jobs(ctx: Context) -> dict[str, list[str]]:
+    """Each node's suspended jobs (``squeue -t S``, `node_jobs`). Slurm leaves a node whose
+    only job is suspended IDLE (its own power saving skips a node with suspended jobs), so
+    without them the plugin powered it off under the job."""
+    return node_jobs(ctx, "S", "suspended job")
+
+
+def running_jobs(ctx: Context) -> dict[str, list[str]]:
+    """Each node's jobs that hold cpus there (`HOLDING_STATES`, `node_jobs`): the periodic
+    event's vnodes' ``jobs``, so that the plugins' reason for keeping a node up names them
+    (``n1 has a job (12), not idle``), as the engine's does; sinfo's alloc_cpus alone made
+    it ``n1 has 1 cpus assigned to jobs``."""
+    return node_jobs(ctx, HOLDING_STATES, "job")
 
 
 @contextmanager
@@ -512,9 +529,11 @@ def periodic(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str,
             vnodes[name] = vnode(node, name not in keep_up, record.get(name, 0))
             if flags & {"POWERED_DOWN", "POWERING_UP"}:
                 asleep.append(name)  # in state sleep: the plugin may wake it ahead of a need
-        for name, job_ids in suspended_jobs(ctx).items():
-            if name in vnodes:  # (hookspecs.periodic: suspended_jobs)
-                vnodes[name]["suspended_jobs"] = job_ids
+        # (hookspecs.periodic: a vnode's jobs, and pbsplug's suspended_jobs)
+        for key, on_node in (("suspended_jobs", suspended_jobs(ctx)), ("jobs", running_jobs(ctx))):
+            for name, job_ids in on_node.items():
+                if name in vnodes:
+                    vnodes[name][key] = job_ids
         out = _fire(ctx, vnodes, pending_jobs(ctx), reservations(ctx))
         down = _slept(out, [n for n in vnodes if n not in asleep])
         up = _woke(out, asleep)

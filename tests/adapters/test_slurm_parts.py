@@ -1810,6 +1810,43 @@ def test_a_mixed_node_idle_long_ago_by_last_busy_is_not_powered_off_under_its_jo
     assert "n1 has 1 cpus assigned to jobs, not idle" in json.dumps(why)
 
 
+def test_the_plugins_reason_names_the_jobs_that_keep_a_slurm_node_up(
+        tmp_path, pbsplug_plugins, register_plugin):
+    """The periodic event's vnodes carried sinfo's alloc_cpus and no jobs, so the power
+    plugin's reason for keeping a MIXED node up was 'n1 has 1 cpus assigned to jobs': the
+    engine's names the job. Each vnode's jobs are squeue's now (those holding cpus there;
+    the suspended ones in suspended_jobs), and the plugin's one reason (its decision's)
+    names them on Slurm as on the engine (the plugin reads a vnode's jobs in each engine's
+    form: test_power_hooks)."""
+    from pbsplug.runner import Runner
+    from pbsplug.testing import require_module
+
+    pbsplug_power = require_module("pbsplug_power")
+    state = tmp_path / "power-state"
+    register_plugin(pbsplug_power, "power", isolation="inprocess", config={
+        "driver": "command", "power_on_off_enable": "True", "node_idle_limit": "2",
+        "min_node_down_delay": "1", "state_dir": str(state),
+        "power_on_command": ["/bin/true", "{host}"],
+        "power_off_command": ["/bin/true", "{host}"],
+        "status_command": ["/bin/true", "{hosts}"]})
+    old = int(time.time()) - 3600
+    nodes = [{"name": f"n{i}", "state": base, "cpus": 2, "alloc_cpus": held,
+              "last_busy": old}
+             for i, base, held in ((1, "mixed", 1), (2, "idle", 0), (3, "idle", 0))]
+
+    class Told(_PowerSlurm):
+        def update(self, *args):
+            self.asked.append(("scontrol", "update", *args))
+
+    fake = Told(nodes=nodes, running="12|n1\n13|n1\n", suspended="7|n3\n")
+    ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, Runner(pbsplug_plugins), fake)
+    assert slurm_power.periodic(ctx, {}, [])["stdout"] == "powered off: n2\n"
+    why = {h: pbsplug_power.state.status(state)["hosts"][h] for h in ("n1", "n3")}
+    assert "n1 has a job (12), not idle" in json.dumps(why["n1"])
+    assert "n3 has a suspended job (7), not idle" in json.dumps(why["n3"])
+    assert ("squeue", "-h", "-a", "-t", "CF,R,CG,RS,SI,SO,ST", "-o", "%i|%N") in fake.asked
+
+
 def test_a_failed_squeue_leaves_the_periodic_run_out_not_fired_with_no_jobs(tmp_path, caplog):
     """An empty job_list tells the plugins every job on the node is gone (cpuset reaps
     their cpusets, mjf sweeps their folders); before, a failed squeue gave one. Suspended
@@ -2046,11 +2083,12 @@ class _PowerSlurm(_Hostnames):
     fails raises `SlurmError` naming it, its exit status and what it said, unless asked
     with check=False, which returns its (empty) output."""
 
-    def __init__(self, config="", nodes=None, squeue_fails=False, suspended=""):
+    def __init__(self, config="", nodes=None, squeue_fails=False, suspended="", running=""):
         self.config, self.squeue_fails = config, squeue_fails
         self.nodes = nodes if nodes is not None else [{"name": "n1", "state": "idle"}]
-        #: ``squeue -h -a -t S -o %i|%N``'s answer (what 22.05 prints: id|nodes lines)
-        self.suspended = suspended
+        #: ``squeue -h -a -t S -o %i|%N``'s answer, and that of the states holding cpus
+        #: (what 22.05 prints: id|nodes lines, the nodes a hostlist)
+        self.suspended, self.running = suspended, running
         self.asked: list[tuple[str, ...]] = []
 
     def run(self, *args, check=True):
@@ -2065,6 +2103,8 @@ class _PowerSlurm(_Hostnames):
             return ""
         if args[:5] == ("squeue", "-h", "-a", "-t", "S"):
             return self.suspended
+        if args[:5] == ("squeue", "-h", "-a", "-t", "CF,R,CG,RS,SI,SO,ST"):
+            return self.running
         return ""
 
     def cluster_json(self, command):

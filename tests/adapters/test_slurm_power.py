@@ -171,7 +171,8 @@ def test_a_node_a_job_holds_one_cpu_of_is_not_powered_off_under_it(power):
     """A job on one of n3's two cpus: Slurm shows n3 MIXED (PBS's free), and its
     LastBusyTime does not move while the job runs, so n3 looks idle past node_idle_limit.
     sinfo's alloc_cpus was not given to the plugin, which powered n3 off under the job.
-    The plugin keeps n3 up now (its cpus assigned) and powers off n4, the next host."""
+    The plugin keeps n3 up now (its cpus assigned; the reason names the job, squeue's) and
+    powers off n4, the next host."""
     slurm, hw = power
     cluster = slurm.cluster
     periodic = ["periodic", "--dir", str(slurm.dir)]
@@ -187,4 +188,4 @@ def test_a_node_a_job_holds_one_cpu_of_is_not_powered_off_under_it(power):
     assert cluster.job(job)["job_state"] == "RUNNING"
     assert cluster.node_states()["n3"] == "mixed"
     status = (slurm.top / "power-state" / "power_status.json").read_text()
-    assert "n3 has 1 cpus assigned to jobs, not idle" in status
+    assert f"n3 has a job ({job}), not idle" in status

@@ -526,7 +526,8 @@ def test_a_vnode_object_carried_again_is_not_read_again():
     ({"suspended_jobs": ["7.s", "8.s"], "resources_assigned": {"ncpus": 0}}, "", 0),
     ({"jobs": "7.s/1, 8.s/0", "resources_assigned": {"ncpus": 2}}, "7.s", 2),  # PBS
     ({"jobs": [" /3", "9.s/0"]}, "9.s", 0),
-    ({"resources_assigned": {"ncpus": 1}}, "", 1),  # the simulator, Slurm: no jobs
+    ({"jobs": ["12", "13"], "resources_assigned": {"ncpus": 1}}, "12", 1),  # Slurm: squeue's
+    ({"resources_assigned": {"ncpus": 1}}, "", 1),  # the simulator: no jobs
     ({"resources_assigned": {"ncpus": "3"}}, "", 3),
     ({"jobs": [], "resources_assigned": {"ncpus": 0}}, "", 0),  # an empty vnode
     ({"jobs": "", "resources_assigned": {}}, "", 0),
