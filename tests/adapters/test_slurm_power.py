@@ -189,3 +189,34 @@ def test_a_node_a_job_holds_one_cpu_of_is_not_powered_off_under_it(power):
     assert cluster.node_states()["n3"] == "mixed"
     status = (slurm.top / "power-state" / "power_status.json").read_text()
     assert f"n3 has a job ({job}), not idle" in status
+
+
+def test_suspendprogram_keeps_up_a_node_whose_only_job_is_suspended(power):
+    """Slurm shows a node whose only job is suspended idle, so it may run SuspendProgram for
+    it (an admin's state=power_down; its own timer). SuspendProgram handed it to the plugins'
+    decision as idle and eligible, and the driver powered it off under the job. It is kept
+    up now, in a line naming the node and the job; the periodic decision keeps it up too,
+    its reason naming the job."""
+    slurm, hw = power
+    cluster = slurm.cluster
+    job = cluster.sbatch("-p", "gpu", "-w", "n3", "-n", "1", "-o", "/dev/null",
+                         script="#!/bin/sh\nsleep 600\n")
+    cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    cluster.run("scontrol", "suspend", job)
+    cluster.wait_job(job, lambda j: j["job_state"] == "SUSPENDED", 60, "suspended")
+    suspend = subprocess.run([str(slurm.dir / "suspend"), "n3"], env=cluster.env,
+                             capture_output=True, text=True, timeout=120)
+    assert suspend.returncode == 0, suspend.stderr
+    assert "off n3" not in _calls(hw)
+    assert (f"SuspendProgram n3: kept up: it has a suspended job ({job}), not idle"
+            in slurm.log_text())
+    _idle_for(cluster, ("n3", "n4"), 3)
+    periodic = ["periodic", "--dir", str(slurm.dir)]
+    first = until(lambda: slurm.pbsplug(None, *periodic).stdout, 30, "a power-off")
+    assert first.split() == ["powered", "off:", "n4"]  # n3 first by name: kept up
+    assert _calls(hw) == ["off n4"]
+    assert cluster.job(job)["job_state"] == "SUSPENDED"
+    status = (slurm.top / "power-state" / "power_status.json").read_text()
+    assert f"n3 has a suspended job ({job}), not idle" in status
+    cluster.run("scontrol", "resume", job)
+    assert cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "resumed")
