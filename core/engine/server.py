@@ -1512,7 +1512,8 @@ class Engine:
                 state in ("F", "X") or self._ends_alone(job_id)):
             return  # (its prologue stopped by this request, or forced: named again)
         chain = self.chains.get(job_id)
-        if chain is not None and chain.event == "execjob_prologue":
+        if chain is not None and chain.event == "execjob_prologue" or chain is None and \
+                state == "R" and job_id not in self.launches and not self._ends_alone(job_id):
             self._delete_in_prologue(caller, job_id, purge, killed)
             return
         if chain is not None and chain.event == "execjob_preterm":
@@ -3101,13 +3102,17 @@ class Engine:
 
     def _delete_in_prologue(self, caller: Caller, job_id: str, purge: bool,
                             killed: dict[str, PbsError | None] | None) -> None:
-        """qdel of a job whose execjob_prologue chain runs (`chains`): the chain is
-        stopped (its hook's process group killed, no outcome, even one it had reached),
-        then the deletion recorded: a stop that fails leaves the job running its prologue
-        with no D record. The job ends deleted as a prologue's job.delete() ends it
-        (execjob_abort, then its end). The run is marked ``deleted`` (`_record_deletion`):
-        a forced qdel while its end hooks run writes no second D record
-        (`_delete_exiting`)."""
+        """qdel of a job whose execjob_prologue chain runs (`chains`), or of a job R with no
+        launch and no chain (a qdel in its prologue stopped the chain, then was refused:
+        its deletion could not be written, a full disk; or its start's next step could not
+        be written): the chain is stopped (its hook's process group killed, no outcome,
+        even one it had reached), then the deletion recorded: a stop that fails leaves the
+        job running its prologue with no D record. The job ends deleted as a prologue's
+        job.delete() ends it (execjob_abort, then its end): its execjob_begin hooks ran,
+        and what they made on the host is undone by its execjob_abort hooks, whichever qdel
+        gets to write the deletion (`_drop` ran none). The run is marked ``deleted``
+        (`_record_deletion`): a forced qdel while its end hooks run writes no second D
+        record (`_delete_exiting`)."""
         self._stop_chain(job_id)
         self._record_deletion(caller, job_id, purge, killed)
         attrs = self._job(job_id)

@@ -460,3 +460,138 @@ def test_an_end_after_pbsuser_end_hooks_is_recorded_once_there_is_room(small_hom
         (work / "go").touch()
         engine.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _full(small_home: Path, submit) -> None:
+    """Fill `small_home` and submit until a submission is refused: the database has no
+    room left either (SQLite reuses what room its WAL has first)."""
+    _fill(small_home / "fill")
+    for _ in range(500):
+        try:
+            submit()
+        except PbsError as err:
+            assert err.code == PBSE_SYSTEM, err
+            return
+    raise AssertionError("no submission was refused on a full disk")
+
+
+def test_a_qdel_after_one_refused_in_the_prologue_runs_execjob_abort(small_home, dists):
+    """A qdel in a job's pbsuser prologue stops the chain, then writes the deletion: on a
+    full disk that write failed, the qdel was refused, and the job stayed R with no launch
+    and no chain. The next qdel dropped it (`_drop`): no execjob_abort, no end hooks, so
+    what its execjob_begin hooks made on the host stayed. It ends now as a qdel in its
+    prologue ends it: execjob_abort, then its end hooks and its E record, one D."""
+    from .conftest import accounting_records
+    from .owner_hooks import gone, holding_plugin, started
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    work.chmod(0o777)
+    made, seen = work / "made", work / "seen"
+    site = holding_plugin(dists, work, f"""
+        def saw(event):
+            open({str(seen)!r}, "a").write(event.type + "\\n")
+
+        @hookimpl
+        def execjob_begin(event):
+            os.mkdir({str(made)!r})  # (as a cpuset, or a job's folder)
+            saw(event)
+
+        @hookimpl
+        def execjob_prologue(event):
+            saw(event)
+            hold_first()
+
+        @hookimpl
+        def execjob_abort(event):
+            os.rmdir({str(made)!r})
+            saw(event)
+
+        @hookimpl
+        def execjob_end(event):
+            saw(event)
+        """, ("execjob_begin", "execjob_prologue", "execjob_abort", "execjob_end"))
+    engine = LocalEngine(small_home, site, env=dists.env())
+    engine.work = work
+    engine.start()
+    try:
+        job_id = engine.submit(Job_Name="slow")
+        pid = started(work, "the prologue to start")
+        _full(small_home, lambda: engine.submit("true\n", Hold_Types="u"))
+        [answer] = engine.client("delete", ids=[job_id])
+        assert answer.get("error", {}).get("code") == PBSE_SYSTEM, answer
+        until(lambda: gone(pid), timeout=PATIENCE, what="the hook's process to be killed")
+        attrs = engine.job(job_id)
+        assert (attrs["job_state"], attrs["substate"]) == ("R", 41)
+        assert made.is_dir()
+        (small_home / "fill").unlink()  # room again
+        assert [a.get("error") for a in engine.client("delete", ids=[job_id])] == [None]
+        attrs = engine.wait(job_id, timeout=PATIENCE)
+        assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
+        assert seen.read_text().split() == ["execjob_begin", "execjob_prologue",
+                                            "execjob_abort", "execjob_end"]
+        assert not made.exists()  # (its execjob_abort undid it)
+        records = [line.split(";")[1] for line in accounting_records(engine).splitlines()
+                   if f";{job_id};" in line]
+        assert records == ["Q", "S", "D", "E"], records
+    finally:
+        (work / "go").touch()
+        engine.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_job_named_twice_after_a_refused_prologue_qdel_is_taken_as_the_first(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """``qdel 7 7.server`` of a job in its pbsuser prologue, the first spelling's deletion
+    unwritten (a full disk): the second spelling, room there again, found the job R with
+    no launch and no chain and dropped it (`_drop`) with no execjob_abort. It is taken as
+    the first now: execjob_abort runs, and the job ends deleted."""
+    from pbsplug import PluginInfo, hookimpl
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    work.chmod(0o777)
+    go, aborted = work / "go", work / "aborted"
+
+    class Held:
+        plugin_info = PluginInfo(events=("execjob_prologue", "execjob_abort"))
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            while not go.exists():
+                time.sleep(0.05)
+
+        @hookimpl
+        def execjob_abort(self, event):
+            aborted.write_text(event.job.id)
+
+    register_plugin(Held(), "slow", user="pbsuser", alarm=600)
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
+        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+        real = eng._delete
+
+        def room_after_the_first(*args, **kwargs):  # (as another process frees room)
+            try:
+                return real(*args, **kwargs)
+            finally:
+                (small_home / "fill").unlink(missing_ok=True)
+
+        monkeypatch.setattr(eng, "_delete", room_after_the_first)
+        first, second = eng.req_delete(root, [job_id, job_id.split(".")[0]])
+        assert first["error"]["code"] == PBSE_SYSTEM, first
+        assert second.get("error") is None, second
+        attrs = eng.store.job(job_id)
+        assert attrs["job_state"] == "F"
+        assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
+        assert aborted.read_text() == job_id
+    finally:
+        go.touch()
+        eng.runner.reap()
+        eng.close()
+        shutil.rmtree(work, ignore_errors=True)
+
