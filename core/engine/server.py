@@ -1645,20 +1645,22 @@ class Engine:
         request of <user>@<host>``, then `note`), the job's runtime marked ``deleted``
         (`_deleted_already`: a forced qdel while its end hooks run writes nothing again),
         its D record written, the job answered in this request's `killed` as the first
-        time, and a `purge` (qdel -x) kept until the job is over (`_purge_at_end`).
+        time once the mark is written (one refused, a full disk, is taken again as the
+        first time: ``qdel 7 7.server`` after a refused 7 went to `_drop`), and a `purge`
+        (qdel -x) kept until the job is over (`_purge_at_end`).
         `end_reason` ``"unless_set"`` makes the deletion the run's end reason unless it has
         one (a qrerun's requeue, a limit's kill stands), ``"replaced"`` whatever it had;
         None leaves it."""
         who = f"{caller.user}@{self.host}"
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}{note}")
-        if killed is not None:
-            killed[job_id] = None
         with self.store.transaction() as st:
             runtime = {**(st.runtime(job_id) or {}), "deleted": True}
             if end_reason == "replaced" or (end_reason == "unless_set"
                                            and runtime.get("end_reason") is None):
                 runtime["end_reason"] = f"{DELETED_BY}{who}"
             st.set_runtime(job_id, runtime)
+        if killed is not None:  # (once written: a refused one is not answered again)
+            killed[job_id] = None
         self.accounting.deleted(job_id, who)
         if purge:
             self._purge_at_end(caller, job_id)

@@ -595,3 +595,47 @@ def test_a_job_named_twice_after_a_refused_prologue_qdel_is_taken_as_the_first(
         eng.close()
         shutil.rmtree(work, ignore_errors=True)
 
+
+def test_a_forced_qdel_named_twice_in_the_end_hooks_on_a_full_disk_is_refused_twice(
+        small_home, dists):
+    """``qdel -W force 7 7.server`` while the job's pbsuser end hooks run, on a full disk:
+    the first spelling's deletion could not be written (15010), but the job was marked
+    answered for the request before the write, so the second was answered as deleted,
+    nothing written. Marked once written now: the second is refused as the first, and a
+    forced qdel once there is room deletes the job, one D record."""
+    from .conftest import accounting_records
+    from .test_server import plugin
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    work.chmod(0o777)
+    site = plugin(dists, "slow", f"""
+        import time
+        from pathlib import Path
+
+        @hookimpl
+        def execjob_epilogue(event):
+            open({str(work / "waits")!r}, "w").close()
+            while not Path({str(work / "go")!r}).exists():
+                time.sleep(0.05)
+        """, ("execjob_epilogue",), user="pbsuser", alarm=600)
+    engine = LocalEngine(small_home, site, env=dists.env())
+    engine.work = work
+    engine.start()
+    try:
+        job_id = engine.submit("exit 7\n")
+        until((work / "waits").exists, timeout=PATIENCE, what="the job's epilogue to wait")
+        _full(small_home, lambda: engine.submit("true\n", Hold_Types="u"))
+        answers = engine.client("delete", ids=[job_id, job_id.split(".")[0]], force=True)
+        assert [(a.get("error") or {}).get("code") for a in answers] == [PBSE_SYSTEM] * 2, \
+            answers
+        (small_home / "fill").unlink()  # room again
+        assert [a.get("error") for a in engine.client("delete", ids=[job_id],
+                                                      force=True)] == [None]
+        (work / "go").touch()
+        attrs = engine.wait(job_id, timeout=PATIENCE)
+        assert attrs["Exit_status"] == 7, attrs
+        assert accounting_records(engine).count(f";D;{job_id};") == 1
+    finally:
+        (work / "go").touch()
+        engine.stop()
+        shutil.rmtree(work, ignore_errors=True)
