@@ -19,6 +19,7 @@ name is the plugin's name everywhere (site config, CLI group, logs). Loading goe
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata as md
 import inspect
@@ -27,7 +28,7 @@ import os
 import signal
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -130,15 +131,25 @@ def installed_entry_points() -> list[md.EntryPoint]:
 
 class PluginSet:
     """The loaded plugins: their records, the plugin manager with the enabled ones
-    registered, and what they registered (attributes, object types)."""
+    registered, and what they registered (attributes, object types).
 
-    def __init__(self, site: SiteConfig, pm: pluggy.PluginManager | None = None):
+    With `private_state` (a set loaded for a replay, `pbsplug sim`), every plugin's state
+    folders (the keys its `Setting` marks `state_folder`) are their empty default from its
+    first `configure` on, whatever the site set: the site's values are in
+    `state_folders_set_aside`, and no plugin is ever given them."""
+
+    def __init__(self, site: SiteConfig, pm: pluggy.PluginManager | None = None, *,
+                 private_state: bool = False):
         self.site = site
         self.pm = pm or make_plugin_manager()
         self.records: dict[str, PluginRecord] = {}
         #: Names of every installed plugin (entry points), loaded or not.
         self.installed: list[str] = []
         self._registry: AttributeRegistry | None = None
+        self.private_state = private_state
+        #: With `private_state`: the site's values of the state folders left at their
+        #: default, by (plugin, key).
+        self.state_folders_set_aside: dict[tuple[str, str], Any] = {}
 
     # -- queries ---------------------------------------------------------------------------------
     @property
@@ -182,6 +193,8 @@ class PluginSet:
         if self.pm.get_plugin(name) is not None:
             self.pm.unregister(name=name)
             self._registry = None  # (what it registered goes with it)
+        for key in [k for k in self.state_folders_set_aside if k[0] == name]:
+            del self.state_folders_set_aside[key]
         record = PluginRecord(name, dist, version)
         self.records[name] = record
         record.plugin = plugin
@@ -275,6 +288,8 @@ class PluginSet:
                                       f"{type(exc).__name__}: {message_text(exc)}")
         if issues:
             return self._fail(record, "bad configuration: " + "; ".join(map(str, issues)))
+        set_aside = self._default_state_folders(record) if self.private_state else {}
+        self.state_folders_set_aside.update(set_aside)
         record.attributes = attributes = replace(attributes, enabled=enabled)
         if not enabled:
             record.status = DISABLED
@@ -295,6 +310,10 @@ class PluginSet:
         self._registry = None  # (its register_attributes is read at the next call)
         if self._configure(record):
             record.status = ENABLED
+        elif set_aside:
+            record.error = (f"configured with the replay's own state folder (not the site's "
+                            f"{', '.join(key for _, key in sorted(set_aside))}): "
+                            f"{record.error}")
 
     def _configure(self, record: PluginRecord) -> bool:
         """Give a registered plugin its configuration (its `configure` hook, if any); False
@@ -307,25 +326,55 @@ class PluginSet:
                 return False
         return True
 
-    def private_state_folders(self) -> dict[tuple[str, str], Any]:
-        """Set every enabled plugin's state folders (the keys its `Setting` marks
-        `state_folder`) back to their empty default, whatever the site set, and configure
-        again each plugin whose configuration changed: a replay (`pbsplug sim`), which makes
-        its own work folder the pbsplug home, then has every plugin keep its records there,
-        never in a live site's folder. Returns the site's values it set aside, by (plugin,
-        key). A plugin whose `configure` now fails is failed, as at load."""
-        overridden: dict[tuple[str, str], Any] = {}
-        for record in self.enabled:
-            schema = record.info.config if record.info is not None else {}
-            keys = [key for key, setting in schema.items() if setting.state_folder
-                    and record.config.get(key, setting.default) != setting.default]
-            if not keys:
-                continue
-            for key in keys:
-                overridden[(record.name, key)] = record.config[key]
-                record.config[key] = schema[key].default
-            self._configure(record)
-        return overridden
+    @staticmethod
+    def _default_state_folders(record: PluginRecord) -> dict[tuple[str, str], Any]:
+        """Set `record`'s state folders (the keys its `Setting` marks `state_folder`) that
+        the site set back to their empty default; the site's values, by (plugin, key)."""
+        schema = record.info.config if record.info is not None else {}
+        set_aside = {}
+        for key, setting in schema.items():
+            if setting.state_folder and record.config.get(key, setting.default) \
+                    != setting.default:
+                set_aside[(record.name, key)] = record.config[key]
+                record.config[key] = setting.default
+        return set_aside
+
+    @contextlib.contextmanager
+    def private_state_folders(self) -> Iterator[dict[tuple[str, str], Any]]:
+        """While the block runs, every enabled plugin's state folders (the keys its
+        `Setting` marks `state_folder`) are their empty default, whatever the site set, and
+        each plugin whose configuration that changed is configured again with it: a replay
+        (`pbsplug sim`), which makes its own work folder the pbsplug home, then has every
+        plugin keep its records there, never in a live site's folder. Gives the site's
+        values set aside, by (plugin, key), with those set aside at load
+        (`private_state`). A plugin whose `configure` now fails is failed, as at load.
+
+        When the block ends, each plugin it changed has its configuration back and is
+        configured again with it (a plugin failed in the block is registered again first),
+        so that whatever uses the set afterwards (the next run of `sim compare`, a test)
+        sees the site's folders, as before the block. A set loaded with `private_state`
+        has nothing to change: no plugin of it is ever configured with the site's."""
+        overridden = {key: value for key, value in self.state_folders_set_aside.items()
+                      if (r := self.records.get(key[0])) is not None and r.status == ENABLED}
+        changed: list[tuple[PluginRecord, dict[str, Any]]] = []
+        try:
+            for record in self.enabled:
+                before = dict(record.config)
+                set_aside = self._default_state_folders(record)
+                if not set_aside:
+                    continue
+                overridden.update(set_aside)
+                changed.append((record, before))
+                self._configure(record)
+            yield overridden
+        finally:
+            for record, before in reversed(changed):
+                record.config = before
+                if record.status == FAILED:  # (by its configure in the block)
+                    record.status, record.error = ENABLED, None
+                    self.pm.register(record.plugin, name=record.name)
+                    self._registry = None
+                self._configure(record)
 
     def config_issues(self) -> list[str]:
         """Every configuration problem of the site's plugins (for `pbsplug config check`)."""
@@ -484,21 +533,24 @@ def _load(ep: md.EntryPoint, out: list[Any]) -> None:
 def load_plugins(site: SiteConfig, *, which: str = "enabled", strict: bool | None = None,
                  env: Mapping[str, str] | None = None,
                  entry_points: Iterable[md.EntryPoint] | None = None,
-                 only: set[str] | None = None, report: bool = True) -> PluginSet:
+                 only: set[str] | None = None, report: bool = True,
+                 private_state: bool = False) -> PluginSet:
     """Discover the installed plugins and load them for `site`.
 
     `which` is ``"enabled"`` (import only what the site enables) or ``"all"`` (import every
     plugin not blocked, to report on it; only enabled ones are registered). `strict` defaults
     to the environment and the site. `only` restricts loading to the named plugins (the
     others are listed in `PluginSet.installed` but not looked at). With `report`, each
-    failed plugin is logged as a warning (unless strict mode raises instead).
+    failed plugin is logged as a warning (unless strict mode raises instead). With
+    `private_state` (a replay's set), no plugin is configured with a state folder the site
+    set (`PluginSet`).
     """
     env = os.environ if env is None else env
     if strict is None:
         strict = strict_from_env(env) or site.strict_plugins
     allow = _env_list("PBSPLUG_LOAD_PLUGINS", env)
     deny = _env_list("PBSPLUG_DISABLE_PLUGINS", env) or set()
-    plugins = PluginSet(site)
+    plugins = PluginSet(site, private_state=private_state)
     eps = list(installed_entry_points() if entry_points is None else entry_points)
     plugins.installed = sorted({ep.name for ep in eps})
     for ep in eps:

@@ -69,9 +69,10 @@ class Setting:
     `state_folder` marks the folder the plugin keeps its records in between runs (kernel API
     1.13): a str whose default is empty, which the plugin reads as
     ``default_home() / "hooks" / "tmp"`` when its hook runs. A replay (`pbsplug sim`) sets
-    every such key back to empty, whatever the site set (`PluginSet.private_state_folders`):
-    the records then go to the replay's own work folder, which it makes the pbsplug home,
-    and never to a live site's folder.
+    every such key back to empty, whatever the site set, before the plugin's first
+    `configure` (`load_plugins(private_state=True)`; `PluginSet.private_state_folders` for a
+    set loaded otherwise, while the replay runs): the records then go to the replay's own
+    work folder, which it makes the pbsplug home, and never to a live site's folder.
     """
 
     # (builtins.type: inside the class, the `type` field shadows the builtin for the checker)

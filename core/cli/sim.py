@@ -35,7 +35,9 @@ def _site_and_plugins(site: Path | None, root_site: Path | None
     if path is None:
         return None, None
     loaded = load_site(path)
-    plugins = load_plugins(loaded, which="enabled", report=False)
+    # (private_state: a plugin is never configured with the site's state folders, which a
+    # replay sets aside: its configure may make or open the folder)
+    plugins = load_plugins(loaded, which="enabled", report=False, private_state=True)
     # A replay without a plugin the site enables would answer another question: each one
     # that cannot load (or is not installed) is an error, not a warning.
     problems = [f"plugin '{r.name}': {r.error}" for r in plugins.failed]

@@ -33,6 +33,7 @@ trace is read one job ahead.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import math
@@ -339,7 +340,9 @@ class _SafeCaller:
 class Simulator:
     """One simulation: a machine, the site's plugins (a `PluginSet`, or None for none), a
     scheduling policy and a sink for what happens. The plugins' state folders are the
-    replay's from then on (`PluginSet.private_state_folders`), whatever the site set."""
+    replay's, whatever the site set, from then until the end of `run`
+    (`PluginSet.private_state_folders`; `close`, for a simulator not run): a simulator runs
+    once."""
 
     def __init__(self, machine: Machine, sink: ResultSink, *, plugins: Any = None,
                  policy: dict[str, Any] | None = None, server_attrs: dict[str, Any] | None = None,
@@ -539,7 +542,17 @@ class Simulator:
         self._host_of = {n: host for n, (_, host) in self._vnode_slot.items()}
         self._one_model = len(model_ids) == 1
         self._odd: set[int] = set()
-        self._setup_hooks(policy or {}, scheds or {})
+        #: What `close` undoes: the plugins' private state folders.
+        self._scope = contextlib.ExitStack()
+        try:
+            self._setup_hooks(policy or {}, scheds or {})
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Give the plugins their site's state folders back (`run` does it as it ends)."""
+        self._scope.close()
 
     # -- hooks --------------------------------------------------------------------------------
     def _setup_hooks(self, policy: dict[str, Any], scheds: dict[str, dict[str, Any]]) -> None:
@@ -551,7 +564,8 @@ class Simulator:
             # Every plugin keeps its records in the replay's work folder (the pbsplug home
             # while it runs), never in a live site's: the simulator reads the simulated
             # driver's there, and writes the platform's.
-            use.state_folders = self.plugins.private_state_folders()
+            use.state_folders = self._scope.enter_context(
+                self.plugins.private_state_folders())
             for name in sorted({plugin for plugin, _ in use.state_folders}):
                 record = self.plugins.get(name)
                 if record is not None and record.status == PLUGIN_FAILED:
@@ -680,6 +694,7 @@ class Simulator:
             with clock.use(lambda: self.now), _home(workdir):
                 self._loop(map(whole_seconds, trace))
         finally:
+            self.close()
             if self._workdir is None:
                 shutil.rmtree(workdir, ignore_errors=True)
         self._draw((host, host.watts) for host in self.hosts)  # (charged to the end)

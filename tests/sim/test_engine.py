@@ -1076,7 +1076,7 @@ def test_any_plugins_state_folder_is_the_replays_whatever_the_site_set(register_
     register_plugin(plugin, "keeps", freq=60, isolation="inprocess",
                     config={"records": "/var/spool/live"})
     sink, sim = simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=pbsplug_plugins)
-    assert plugin.configured == ["/var/spool/live", ""] and plugin.ran == {""}
+    assert plugin.configured[:2] == ["/var/spool/live", ""] and plugin.ran == {""}
     assert sim.summary.hooks.state_folders == {("keeps", "records"): "/var/spool/live"}
     register_plugin(KeepsRecords(), "keeps", freq=60, isolation="inprocess",
                     config={"records": "/var/spool/live", "picky": True})
@@ -1084,6 +1084,57 @@ def test_any_plugins_state_folder_is_the_replays_whatever_the_site_set(register_
                                        "folder: configure failed: RuntimeError: needs a "
                                        "folder of its own"):
         simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=pbsplug_plugins)
+
+
+def test_the_replays_state_folders_last_only_while_it_runs(register_plugin, pbsplug_plugins):
+    """The plugin set a replay was given has the site's state folders back when the replay
+    ends, its plugins configured with them again (a plugin its replay failed enabled
+    again), as before the replay: the next user of the set (`sim compare`'s other run, a
+    test, a process that goes on to serve) saw the replay's empty folders for good."""
+    plugin = KeepsRecords()
+    record = register_plugin(plugin, "keeps", freq=60, isolation="inprocess",
+                             config={"records": "/var/spool/live"})
+    simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=pbsplug_plugins)
+    assert plugin.configured == ["/var/spool/live", "", "/var/spool/live"]
+    assert record.config["records"] == "/var/spool/live" and record.status == "enabled"
+    # Again for a plugin the replay's folder fails: enabled again, with the site's.
+    picky = KeepsRecords()
+    record = register_plugin(picky, "keeps", freq=60, isolation="inprocess",
+                             config={"records": "/var/spool/live", "picky": True})
+    with pytest.raises(SimError, match="needs a folder of its own"):
+        simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=pbsplug_plugins)
+    assert (record.status, record.error) == ("enabled", None)
+    assert record.config["records"] == "/var/spool/live"
+    assert picky.configured == ["/var/spool/live", "/var/spool/live"]
+    assert [r.name for r in pbsplug_plugins.enabled] == ["keeps"]
+    assert pbsplug_plugins.pm.get_plugin("keeps") is picky
+
+
+def test_a_set_loaded_for_a_replay_never_gives_a_plugin_the_sites_state_folder(tmp_path):
+    """A plugin set loaded with private_state (`pbsplug sim`'s) configures each plugin with
+    its state folder's empty default the first time, whatever the site set; the replay
+    reports the site's value, and gives nothing back when it ends. Loaded otherwise, the
+    plugin's configure was first given the site's folder, which it may make or open, and
+    the replay's override came only after."""
+    from pbsplug.plugins import PluginSet
+    from pbsplug.siteconfig import PluginSite, SiteConfig
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"), private_state=True)
+    plugins.site.plugins["keeps"] = PluginSite("keeps", enabled=True, attributes={
+        "freq": 60, "isolation": "inprocess"}, config={"records": "/var/spool/live"})
+    plugin = KeepsRecords()
+    record = plugins.add("keeps", plugin)
+    assert record.status == "enabled" and plugin.configured == [""]
+    assert plugins.state_folders_set_aside == {("keeps", "records"): "/var/spool/live"}
+    _, sim = simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=plugins)
+    assert plugin.configured == [""] and plugin.ran == {""}
+    assert sim.summary.hooks.state_folders == {("keeps", "records"): "/var/spool/live"}
+    # A plugin the replay's folder fails is failed at load, saying why.
+    plugins.site.plugins["keeps"].config["picky"] = True
+    record = plugins.add("keeps", KeepsRecords())
+    assert record.status == "failed" and record.error == (
+        "configured with the replay's own state folder (not the site's records): configure "
+        "failed: RuntimeError: needs a folder of its own")
 
 
 #: MODEL with a boot of 300 s, longer than the power plugin's boot_delay (60 s).

@@ -400,6 +400,45 @@ def test_a_site_state_dir_replays_as_the_default_and_its_folder_is_not_touched(t
     assert list(live.iterdir()) == []
 
 
+def test_no_plugin_is_configured_with_the_sites_state_folder(tmp_path, dists, cli):
+    """`pbsplug sim compare`, each site's plugins loaded twice (checked before either run,
+    then for its run): a plugin's configure is given its state folder's empty default
+    every time, never the live folder the site set, which a configure may make or open.
+    The plugins were loaded with the site's folder and configured with it, the replay's
+    override coming only after: this plugin made the live folder."""
+    said = tmp_path / "configured"
+    dists.add("keeps", f"""
+        import os
+        from pbsplug import PluginInfo, Setting, hookimpl
+
+        plugin_info = PluginInfo(api="1.13", events=("periodic",), sim_safe=("periodic",),
+                                 config={{"records": Setting(str, "", state_folder=True)}})
+
+        @hookimpl
+        def configure(config):
+            with open({str(said)!r}, "a") as out:
+                out.write(repr(config["records"]) + "\\n")
+            if config["records"]:
+                os.makedirs(config["records"], exist_ok=True)
+
+        @hookimpl
+        def periodic(event):
+            pass
+        """)
+    live = tmp_path / "live"
+    plugin = "[plugins.keeps]\nenabled = true\nisolation = 'inprocess'\n"
+    (tmp_path / "a.toml").write_text(plugin)
+    (tmp_path / "b.toml").write_text(plugin + f"[plugins.keeps.config]\nrecords = "
+                                              f"{json.dumps(str(live))}\n")
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
+    done = cli("sim", "compare", str(trace), "--site", str(tmp_path / "a.toml"), "--site",
+               str(tmp_path / "b.toml"), "--no-plots", "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr
+    assert f"state folder: keeps records {live} (the site's) left for the replay's own " \
+        "work folder" in done.stdout
+    assert said.read_text().splitlines() == ["''"] * 4 and not live.exists()
+
+
 @pytest.mark.parametrize("driver", ["command", None])
 def test_a_power_driver_that_switches_real_hosts_is_refused_before_it_runs(tmp_path, capsys,
                                                                           driver):
