@@ -1137,6 +1137,31 @@ def test_a_set_loaded_for_a_replay_never_gives_a_plugin_the_sites_state_folder(t
         "failed: RuntimeError: needs a folder of its own")
 
 
+def test_mjf_writes_nothing_in_a_replay(register_plugin, pbsplug_plugins, tmp_path):
+    """The mjf plugin's folders ($MACHINEFEATURES, $JOBFEATURES) are not state folders (a
+    real host's, written for its jobs; their defaults are not empty) and need not be: mjf
+    declares no hook sim_safe and has no configure, so a replay leaves every hook of it
+    out, each named, and the site's folders are never made or written."""
+    require_module("pbsplug_mjf")
+    import pbsplug_mjf
+
+    live = tmp_path / "live"
+    register_plugin(pbsplug_mjf, "mjf", freq=60, isolation="inprocess", config={
+        "machinefeatures_dir": str(live / "machinefeatures"),
+        "jobfeatures_dir": str(live / "jobfeatures"), "hs06_per_cpu": 10.0})
+    sink, sim = simulate([tj(1, 0, 100, 1, 100), tj(2, 50, 300, 1, 300)], nodes=1,
+                         plugins=pbsplug_plugins, tmp_path=tmp_path / "work")
+    assert {r.job.job_id for r in sink.jobs} == {"1", "2"}
+    assert sim.summary.hooks.left_out == {
+        ("mjf", hook): "not declared sim_safe by the plugin"
+        for hook in ("exechost_startup", "execjob_begin", "execjob_end", "execjob_launch")
+    } | {("mjf", "exechost_periodic"): "no such event in a replayed trace"}
+    assert sim.summary.hooks.state_folders == {}
+    assert not live.exists()
+    assert not any(p for p in (tmp_path / "work").rglob("*")
+                   if "features" in p.name)
+
+
 #: MODEL with a boot of 300 s, longer than the power plugin's boot_delay (60 s).
 SLOW_BOOT = PowerModel("t", busy=200.0, idle=100.0, asleep=10.0, off=5.0, booting=150.0,
                        shutting_down=120.0, boot=300.0, shutdown=30.0)
