@@ -59,6 +59,15 @@ def vnode_of(attrs) -> str:
     return re.match(r"\((\w+):", attrs["exec_vnode"]).group(1)
 
 
+def a_cycle_of_each(engine, *queues: str) -> None:
+    """Wait until the scheduler of each of `queues` has run a cycle begun after this call
+    and the server has applied its decisions: a job submitted to each queue now has run to
+    its end. A job queued before is then one those cycles had and did not start (a check
+    made after a sleep instead could come before any cycle, on a loaded machine)."""
+    for job_id in [engine.submit("true\n", queue=queue) for queue in queues]:
+        assert engine.wait(job_id, timeout=60)["Exit_status"] == 0
+
+
 def test_each_partition_is_scheduled_by_its_own_process_on_its_own_vnodes(engine):
     two_partitions(engine)
     until(lambda: listed(engine, "sc1")["state"] == "idle" and
@@ -84,8 +93,8 @@ def test_a_scheduler_turned_off_leaves_its_partition_queued_while_the_other_runs
     until(lambda: listed(engine, "sc2")["state"] == "down", what="sc2 down")
     waiting = engine.submit("true\n", queue="q2")
     runs = engine.submit("true\n", queue="q1")
-    assert engine.wait(runs, timeout=60)["Exit_status"] == 0
-    time.sleep(1)
+    assert engine.wait(runs, timeout=60)["Exit_status"] == 0  # (sc1's cycle came after)
+    a_cycle_of_each(engine, "workq")  # and default's
     assert engine.job(waiting)["job_state"] == "Q"
     qmgr(engine, "set sched sc2 scheduling = True")
     assert vnode_of(engine.wait(waiting, timeout=60)) == "v2a"
@@ -108,7 +117,7 @@ def test_a_killed_scheduler_is_started_again_and_left_down_after_three_deaths(en
     assert listed(engine, "sc1")["state"] == "down"
     assert "died 3 times within an hour: left down (NEEDS_ATTENTION)" in engine.log()
     waiting = engine.submit("true\n", queue="q1")
-    time.sleep(1)
+    a_cycle_of_each(engine, "workq", "q2")  # default's and sc2's: neither takes it
     assert engine.job(waiting)["job_state"] == "Q"
     # Setting scheduling again gives it a new start.
     qmgr(engine, "set sched sc1 scheduling = True")
@@ -140,7 +149,7 @@ def test_a_reservation_for_a_partition_waits_for_its_scheduler(engine):
     two_partitions(engine)
     qmgr(engine, "set sched sc2 scheduling = False")
     resv_id = rsub(engine, "-p", "P2")
-    time.sleep(2)  # cycles of default and sc1 come and go: neither may take it
+    a_cycle_of_each(engine, "workq", "q1")  # cycles of default and sc1: neither takes it
     assert resv(engine, resv_id)["reserve_state"] in ("RESV_UNCONFIRMED", "UNCONFIRMED", 1)
     qmgr(engine, "set sched sc2 scheduling = True")
     until(lambda: resv(engine, resv_id).get("resv_nodes"), what="sc2 confirms it")
@@ -228,7 +237,8 @@ def test_each_scheduler_has_its_own_policy(engine):
         "select": "1:ncpus=1", "walltime": "00:10:00"}) for q in ("q1", "q2")}
     # sc2 starts the small job on the free vnode; sc1 keeps it for the big one.
     engine.wait(small["q2"], "RF", timeout=60)
-    time.sleep(1)
+    # (the comment is sc1's answer for the job, from a cycle that had it)
+    until(lambda: engine.job(small["q1"]).get("comment"), what="sc1's cycle with the job")
     assert engine.job(small["q1"])["job_state"] == "Q"
     assert engine.job(big["q1"])["comment"].startswith("Not Running: Job is a top job")
     for job_id in (*big.values(), *small.values()):

@@ -85,7 +85,10 @@ def test_a_reservation_lives_from_submission_to_its_end(dists, make_engine, engi
 
     # A job in the reservation's queue waits for the window, then runs inside it.
     job_id = engine.submit("sleep 60\n", queue=queue)
-    time.sleep(0.5)
+    # (the server's comment on the jobs of a queue not started yet, after a cycle that had
+    # the job: a check made after a sleep instead could come before any cycle)
+    until(lambda: engine.job(job_id).get("comment") == "Not Running: Queue not started.",
+          what="a cycle with the job")
     assert engine.job(job_id)["job_state"] == "Q"
     until(lambda: engine.job(job_id)["job_state"] == "R", timeout=60, what="the job to run")
     assert _state(engine, resv_id) == "RESV_RUNNING"
