@@ -97,7 +97,8 @@ def simulation(trace: str, out: str, limit: int | None, kill: bool, site: str | 
     from pbsplug.sim.traces import open_trace
     from pbsplug.siteconfig import load_site
 
-    plugins = load_plugins(load_site(Path(site)), report=False) if site else None
+    plugins = load_plugins(load_site(Path(site)), report=False,
+                           private_state=True) if site else None
     tr = open_trace(trace)
     machine = from_header(tr.info.max_nodes, tr.info.max_procs, trace)
     sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts), plots=False)
@@ -325,7 +326,8 @@ def one_starts(trace: str, site: str, policy: dict | None) -> dict[str, float]:
     tr = open_trace(trace)
     sink = Starts()
     sim = Simulator(from_header(tr.info.max_nodes, tr.info.max_procs, trace), sink,
-                    plugins=load_plugins(load_site(Path(site)), report=False),
+                    plugins=load_plugins(load_site(Path(site)), report=False,
+                                         private_state=True),
                     policy=policy_settings("easy", policy), kill_at_walltime=False)
     sim.run(iter(tr))
     return sink.starts

@@ -310,10 +310,8 @@ class PluginSet:
         self._registry = None  # (its register_attributes is read at the next call)
         if self._configure(record):
             record.status = ENABLED
-        elif set_aside:
-            record.error = (f"configured with the replay's own state folder (not the site's "
-                            f"{', '.join(key for _, key in sorted(set_aside))}): "
-                            f"{record.error}")
+        elif set_aside:  # (as the simulator says it of a set loaded otherwise)
+            record.error = f"configured with the replay's state folder: {record.error}"
 
     def _configure(self, record: PluginRecord) -> bool:
         """Give a registered plugin its configuration (its `configure` hook, if any); False

@@ -1133,8 +1133,8 @@ def test_a_set_loaded_for_a_replay_never_gives_a_plugin_the_sites_state_folder(t
     plugins.site.plugins["keeps"].config["picky"] = True
     record = plugins.add("keeps", KeepsRecords())
     assert record.status == "failed" and record.error == (
-        "configured with the replay's own state folder (not the site's records): configure "
-        "failed: RuntimeError: needs a folder of its own")
+        "configured with the replay's state folder: configure failed: RuntimeError: needs a "
+        "folder of its own")
 
 
 def test_mjf_writes_nothing_in_a_replay(register_plugin, pbsplug_plugins, tmp_path):
