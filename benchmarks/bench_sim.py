@@ -84,10 +84,11 @@ RULES_DIFFER = """rules that differ, pbsplug's EASY -> AccaSim's EASY (the plugi
 
 
 def simulation(trace: str, out: str, limit: int | None, kill: bool, site: str | None = None,
-               policy: dict | None = None):
+               policy: dict | None = None, workdir: Path | None = None):
     """A Simulator of `trace` under EASY (`policy` sets keys over it) and the site's
     plugins, writing metrics and Batsim CSVs (no plots) to `out`, and its first `limit`
-    jobs (all with None)."""
+    jobs (all with None). With a site, call it inside `replay_home` and give its folder
+    as `workdir`, as `pbsplug sim` does: the plugins load with it as their home."""
     import itertools
 
     from pbsplug.plugins import load_plugins
@@ -103,7 +104,7 @@ def simulation(trace: str, out: str, limit: int | None, kill: bool, site: str | 
     machine = from_header(tr.info.max_nodes, tr.info.max_procs, trace)
     sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts), plots=False)
     sim = Simulator(machine, sink, plugins=plugins, policy=policy_settings("easy", policy),
-                    kill_at_walltime=kill)
+                    kill_at_walltime=kill, workdir=workdir)
     return itertools.islice(tr, limit), sim
 
 
@@ -111,10 +112,13 @@ def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | Non
             policy: dict | None = None, starts: bool = False) -> dict:
     """One simulation in this process: figures as a dict. `policy` sets keys over EASY's;
     with `starts`, each job's start too."""
-    jobs, sim = simulation(trace, out, limit, kill, site, policy)
-    t0 = time.perf_counter()
-    summary = sim.run(jobs)
-    wall = time.perf_counter() - t0
+    from pbsplug.sim.engine import replay_home
+
+    with replay_home() as workdir:  # (the plugins' home from their load on)
+        jobs, sim = simulation(trace, out, limit, kill, site, policy, workdir)
+        t0 = time.perf_counter()
+        summary = sim.run(jobs)
+        wall = time.perf_counter() - t0
     m = json.loads((Path(out) / "metrics.json").read_text())
     started = None
     if starts:
@@ -303,7 +307,7 @@ def one_starts(trace: str, site: str, policy: dict | None) -> dict[str, float]:
     """Each job's start in one simulation of `trace` (jobs run their recorded time), in
     this process."""
     from pbsplug.plugins import load_plugins
-    from pbsplug.sim.engine import Simulator, policy_settings
+    from pbsplug.sim.engine import Simulator, policy_settings, replay_home
     from pbsplug.sim.machine import from_header
     from pbsplug.sim.traces import open_trace
     from pbsplug.siteconfig import load_site
@@ -325,11 +329,13 @@ def one_starts(trace: str, site: str, policy: dict | None) -> dict[str, float]:
 
     tr = open_trace(trace)
     sink = Starts()
-    sim = Simulator(from_header(tr.info.max_nodes, tr.info.max_procs, trace), sink,
-                    plugins=load_plugins(load_site(Path(site)), report=False,
-                                         private_state=True),
-                    policy=policy_settings("easy", policy), kill_at_walltime=False)
-    sim.run(iter(tr))
+    with replay_home() as workdir:  # (the plugins' home from their load on)
+        sim = Simulator(from_header(tr.info.max_nodes, tr.info.max_procs, trace), sink,
+                        plugins=load_plugins(load_site(Path(site)), report=False,
+                                             private_state=True),
+                        policy=policy_settings("easy", policy), kill_at_walltime=False,
+                        workdir=workdir)
+        sim.run(iter(tr))
     return sink.starts
 
 

@@ -216,7 +216,7 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
     """One run into `out`; returns what the CLI prints."""
     import itertools
 
-    from ..sim.engine import SimError, Simulator
+    from ..sim.engine import SimError, Simulator, replay_home
     from ..sim.machine import PlatformError
     from ..sim.output import OutputError, ResultWriter
     from ..sim.traces import TraceError, open_trace
@@ -225,30 +225,33 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
         raise CliError(f"--format {fmt!r}: expected one of {', '.join(_FORMATS)}")
     if limit is not None and limit < 1:
         raise CliError(f"--limit {limit}: expected at least 1")
-    loaded, plugins, table, settings, server_attrs = _site_setup(site, root_site, policy)
-    try:
-        trace = open_trace(trace_path, fmt, skip_bad=skip_bad)
-        machine = _machine(trace, platform, nodes, cpus_per_node)
-        sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts),
-                            plots=plots)
-        bar = _Progress(progress, label)
-        sim = Simulator(machine, sink, plugins=plugins, policy=settings,
-                        server_attrs=server_attrs, progress=bar,
-                        scheds=table.get("sched"))
-        jobs = iter(trace) if limit is None else itertools.islice(trace, limit)
+    # The replay's work folder is the home before the plugins load: a configure that reads
+    # its empty state folder as <home>/hooks/tmp was given the live home's (the folder
+    # became the home only when the run started). SIGTERM removes it from then on.
+    with _TermIsExit(), replay_home() as workdir:
+        loaded, plugins, table, settings, server_attrs = _site_setup(site, root_site, policy)
         try:
-            with _TermIsExit():
+            trace = open_trace(trace_path, fmt, skip_bad=skip_bad)
+            machine = _machine(trace, platform, nodes, cpus_per_node)
+            sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts),
+                                plots=plots)
+            bar = _Progress(progress, label)
+            sim = Simulator(machine, sink, plugins=plugins, policy=settings,
+                            server_attrs=server_attrs, progress=bar,
+                            scheds=table.get("sched"), workdir=workdir)
+            jobs = iter(trace) if limit is None else itertools.islice(trace, limit)
+            try:
                 summary = sim.run(jobs, bad=trace.bad_job)
-        finally:
-            bar.done()
-    except SimError as exc:
-        # A site's [sim.*] table (or the sched objects it makes) at fault: name the file.
-        from_site = loaded is not None and (str(exc).startswith("[sim.") or (
-            str(exc).startswith("scheduler setup:") and table.get("sched")))
-        raise CliError(f"{loaded.path}: {exc}" if from_site and loaded is not None
-                       else str(exc)) from None
-    except (PlatformError, TraceError, OutputError) as exc:
-        raise CliError(str(exc)) from None
+            finally:
+                bar.done()
+        except SimError as exc:
+            # A site's [sim.*] table (or the sched objects it makes) at fault: name the file.
+            from_site = loaded is not None and (str(exc).startswith("[sim.") or (
+                str(exc).startswith("scheduler setup:") and table.get("sched")))
+            raise CliError(f"{loaded.path}: {exc}" if from_site and loaded is not None
+                           else str(exc)) from None
+        except (PlatformError, TraceError, OutputError) as exc:
+            raise CliError(str(exc)) from None
     return {"machine": machine.describe(), "summary": summary, "trace": trace,
             "metrics": sink.metrics() if hasattr(sink, "metrics") else {},
             "schedulers": [(s.name, tuple(sorted(s.partitions))) for s in sim.schedulers]}
@@ -370,8 +373,11 @@ def sim_app() -> typer.Typer:
             raise CliError(f"--format {fmt!r}: expected one of {', '.join(_FORMATS)}")
         partitions = functools.cache(lambda: _machine_partitions(trace, fmt, platform, nodes,
                                                                  cpus_per_node))
+        from ..sim.engine import replay_home
+
         for path in site:  # both checked before either runs: B's mistake is not an hour away
-            _site_setup(path, None, policy, partitions)
+            with _TermIsExit(), replay_home():  # (loaded as for its run: never the live home)
+                _site_setup(path, None, policy, partitions)
         # Each run's folder under --out is named after its site file, when that name is a
         # plain one and not the comparison's own files; else A and B.
         labels = [p.stem for p in site]

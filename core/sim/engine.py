@@ -339,10 +339,13 @@ class _SafeCaller:
 
 class Simulator:
     """One simulation: a machine, the site's plugins (a `PluginSet`, or None for none), a
-    scheduling policy and a sink for what happens. The plugins' state folders are the
-    replay's, whatever the site set, from then until the end of `run`
-    (`PluginSet.private_state_folders`; `close`, for a simulator not run): a simulator runs
-    once."""
+    scheduling policy and a sink for what happens. Its work folder (`workdir`, else one of
+    its own, made here and removed when `run` ends) is the pbsplug home while it sets up
+    its hooks and while it runs. The plugins' state folders are the replay's, whatever the
+    site set, from then until the end of `run` (`PluginSet.private_state_folders`; `close`,
+    for a simulator not run): a simulator runs once.
+    A plugin set loaded for it (`pbsplug sim`'s) is loaded inside `replay_home`, so its
+    plugins are configured with the same home."""
 
     def __init__(self, machine: Machine, sink: ResultSink, *, plugins: Any = None,
                  policy: dict[str, Any] | None = None, server_attrs: dict[str, Any] | None = None,
@@ -361,9 +364,6 @@ class Simulator:
         self.kill_at_walltime = kill_at_walltime
         self.now = 0.0
         self.summary = Summary()
-        #: The plugins' home while the replay runs; None: one of its own, made by `run`
-        #: and removed when it ends.
-        self._workdir = Path(workdir) if workdir else None
         self.server = Server(SERVER, {**(server_attrs or {}), **(policy or {})})
         self.queues: dict[str, Queue] = {}
         self._queue_attrs = {name: attrs for name, attrs in machine.queues.items()}
@@ -542,16 +542,23 @@ class Simulator:
         self._host_of = {n: host for n, (_, host) in self._vnode_slot.items()}
         self._one_model = len(model_ids) == 1
         self._odd: set[int] = set()
-        #: What `close` undoes: the plugins' private state folders.
+        #: What `close` undoes: the plugins' private state folders, then the work folder
+        #: of its own.
         self._scope = contextlib.ExitStack()
+        self.closed = False
         try:
-            self._setup_hooks(policy or {}, scheds or {})
+            #: The plugins' home while the hooks are set up and while the replay runs.
+            self.workdir = self._scope.enter_context(replay_home(workdir, home=False))
+            with _home(self.workdir):  # (a plugin configured again for its private folder)
+                self._setup_hooks(policy or {}, scheds or {})
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
-        """Give the plugins their site's state folders back (`run` does it as it ends)."""
+        """Give the plugins their site's state folders back, and remove the work folder of
+        its own (`run` does it as it ends)."""
+        self.closed = True
         self._scope.close()
 
     # -- hooks --------------------------------------------------------------------------------
@@ -685,8 +692,7 @@ class Simulator:
         no `bad`, it is a `TraceOrderError`."""
         self._bad = bad
         t0 = time.perf_counter()
-        workdir = self._workdir or Path(tempfile.mkdtemp(prefix="pbsplug-sim-",
-                                                         dir=scratch_root()))
+        workdir = self.workdir
         try:
             self._power_file = workdir / "hooks" / "tmp" / POWER_FILE
             if self.runner is not None:
@@ -695,8 +701,6 @@ class Simulator:
                 self._loop(map(whole_seconds, trace))
         finally:
             self.close()
-            if self._workdir is None:
-                shutil.rmtree(workdir, ignore_errors=True)
         self._draw((host, host.watts) for host in self.hosts)  # (charged to the end)
         self.summary.wall = time.perf_counter() - t0
         self.summary.energy = sum(sum(h.energy.values()) for h in self.hosts)
@@ -2169,6 +2173,25 @@ def scratch_root() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
+@contextlib.contextmanager
+def replay_home(workdir: str | os.PathLike[str] | None = None, *,
+                home: bool = True) -> Iterator[Path]:
+    """A replay's work folder, the pbsplug home for the block (`PBSPLUG_HOME`; with
+    `home` false, the folder only): `workdir`, else a private one of its own (mode 0700,
+    under `scratch_root`), removed when the block ends, however it ends. Load the
+    replay's plugins inside it and give it to the `Simulator` (`workdir`): a plugin whose
+    `configure` reads its empty state folder as ``default_home() / "hooks" / "tmp"`` then
+    has the replay's folder, as its hooks do, never the live home's."""
+    path = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pbsplug-sim-",
+                                                               dir=scratch_root()))
+    try:
+        with _home(path) if home else contextlib.nullcontext():
+            yield path
+    finally:
+        if not workdir:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 class _home:
     """PBSPLUG_HOME set to the simulation's work folder while it runs: a plugin's files (its
     state folder) go there, never to the real host's pbsplug home."""
@@ -2292,4 +2315,5 @@ def _check_policy(settings: dict[str, Any], where: str) -> None:
 
 
 __all__ = ["PRESETS", "SCHED_HOOKS", "SIM_EVENTS", "HookUse", "SimError", "Simulator",
-           "Summary", "TraceOrderError", "policy_settings", "sched_objects", "whole_seconds"]
+           "Summary", "TraceOrderError", "policy_settings", "replay_home", "sched_objects",
+           "whole_seconds"]

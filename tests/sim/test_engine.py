@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug import PluginInfo, Setting, clock, hookimpl
+from pbsplug import PluginInfo, Setting, clock, default_home, hookimpl
 from pbsplug.lifecycle import when
 from pbsplug.objects import Job, Queue, Server, Vnode
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
@@ -1054,12 +1054,15 @@ class KeepsRecords:
     def __init__(self):
         self.configured: list[str] = []
         self.ran: set[str] = set()
+        #: The pbsplug home at each configure.
+        self.homes: list[Path] = []
 
     @hookimpl
     def configure(self, config):
         if config["picky"] and not config["records"]:
             raise RuntimeError("needs a folder of its own")
         self.configured.append(config["records"])
+        self.homes.append(default_home())
 
     @hookimpl
     def periodic(self, event):
@@ -1108,6 +1111,23 @@ def test_the_replays_state_folders_last_only_while_it_runs(register_plugin, pbsp
     assert picky.configured == ["/var/spool/live", "/var/spool/live"]
     assert [r.name for r in pbsplug_plugins.enabled] == ["keeps"]
     assert pbsplug_plugins.pm.get_plugin("keeps") is picky
+
+
+def test_a_plugin_configured_for_the_replay_has_its_work_folder_as_home(
+        register_plugin, pbsplug_plugins, tmp_path):
+    """A Simulator given a set loaded otherwise configures a plugin again for the replay's
+    folder with its work folder already the pbsplug home, so a configure that reads the
+    empty folder as <home>/hooks/tmp has the replay's; the set is given back under the
+    home it had. The work folder became the home only when `run` started: that configure
+    was given the live home."""
+    live = default_home()
+    plugin = KeepsRecords()
+    register_plugin(plugin, "keeps", freq=60, isolation="inprocess",
+                    config={"records": "/var/spool/live"})
+    simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=pbsplug_plugins,
+             tmp_path=tmp_path / "work")
+    assert plugin.configured == ["/var/spool/live", "", "/var/spool/live"]
+    assert plugin.homes == [live, tmp_path / "work", live]
 
 
 def test_a_set_loaded_for_a_replay_never_gives_a_plugin_the_sites_state_folder(tmp_path):

@@ -439,6 +439,63 @@ def test_no_plugin_is_configured_with_the_sites_state_folder(tmp_path, dists, cl
     assert said.read_text().splitlines() == ["''"] * 4 and not live.exists()
 
 
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_configure_that_reads_the_home_has_the_replays_folder(tmp_path, dists, cli, home,
+                                                                 command):
+    """The plugins load and are configured with the replay's work folder already the
+    pbsplug home (for `sim compare`, each site's check before either run too): a
+    configure that reads its empty state folder as <home>/hooks/tmp, as plugin authors
+    are told to expect, makes the replay's folder, the one its hooks then see, and
+    nothing in the live home. The plugins were loaded before the work folder became the
+    home: configure made the live home's hooks/tmp."""
+    said = tmp_path / "said"
+    dists.add("homes", f"""
+        import os
+        from pbsplug import PluginInfo, Setting, default_home, hookimpl
+
+        plugin_info = PluginInfo(api="1.13", events=("periodic",), sim_safe=("periodic",),
+                                 config={{"records": Setting(str, "", state_folder=True)}})
+
+        def folder(config):
+            return config["records"] or str(default_home() / "hooks" / "tmp")
+
+        @hookimpl
+        def configure(config):
+            os.makedirs(folder(config), exist_ok=True)
+            with open({str(said)!r}, "a") as out:
+                out.write("configure " + folder(config) + "\\n")
+
+        @hookimpl
+        def periodic(event):
+            with open({str(said)!r}, "a") as out:
+                out.write("periodic " + folder(event.hook_config) + "\\n")
+        """)
+    (tmp_path / "a.toml").write_text("[plugins.homes]\nenabled = true\n"
+                                     "isolation = 'inprocess'\nfreq = 60\n")
+    (tmp_path / "b.toml").write_text((tmp_path / "a.toml").read_text())
+    trace = swf(tmp_path, [(1, 0, 600, 1, 600)])
+    scratch = tmp_path / "scratch"  # (where a replay makes its work folder: TMPDIR)
+    scratch.mkdir()
+    sites = ["--site", str(tmp_path / "a.toml")]
+    if command == "compare":
+        sites += ["--site", str(tmp_path / "b.toml")]
+    done = cli("sim", command, str(trace), *sites, "--no-plots", "--out", str(tmp_path / "o"),
+               TMPDIR=str(scratch))
+    assert done.returncode == 0, done.stderr
+    lines = [line.split(" ", 1) for line in said.read_text().splitlines()]
+    configured = [path for what, path in lines if what == "configure"]
+    assert len(configured) == (1 if command == "run" else 4)  # (compare: checks, then runs)
+    for path in configured:  # a work folder's: pbsplug-sim-*/hooks/tmp under TMPDIR
+        work = Path(path).parent.parent
+        assert work.parent == scratch and work.name.startswith("pbsplug-sim-"), path
+    # Each run's hooks see the folder its configure made (the run's own, each in turn).
+    runs = configured[-1:] if command == "run" else configured[-2:]
+    periodic = [path for what, path in lines if what == "periodic"]
+    assert set(periodic) == set(runs), lines
+    assert not (home / "hooks").exists()
+    assert list(scratch.iterdir()) == []  # (every work folder removed)
+
+
 @pytest.mark.parametrize("driver", ["command", None])
 def test_a_power_driver_that_switches_real_hosts_is_refused_before_it_runs(tmp_path, capsys,
                                                                           driver):
@@ -713,7 +770,9 @@ def test_sigterm_ends_a_replay_through_its_clean_up(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
-        while not any(scratch.iterdir()):  # the work folder: the replay is running
+        # The platform file in the work folder: the replay is running (the folder itself
+        # is made before the plugins load).
+        while not any(scratch.glob("*/hooks/tmp/*")):
             assert proc.poll() is None, proc.stderr.read()
             assert time.monotonic() < deadline, "no work folder appeared"
             time.sleep(0.05)
