@@ -343,7 +343,7 @@ class Simulator:
     its own, made here and removed when `run` ends) is the pbsplug home while it sets up
     its hooks and while it runs. The plugins' state folders are the replay's, whatever the
     site set, from then until the end of `run` (`PluginSet.private_state_folders`; `close`,
-    for a simulator not run): a simulator runs once.
+    for a simulator not run): a simulator runs once, and a second `run` is a `SimError`.
     A plugin set loaded for it (`pbsplug sim`'s) is loaded inside `replay_home`, so its
     plugins are configured with the same home."""
 
@@ -543,7 +543,7 @@ class Simulator:
         self._one_model = len(model_ids) == 1
         self._odd: set[int] = set()
         #: What `close` undoes: the plugins' private state folders, then the work folder
-        #: of its own.
+        #: of its own. `closed`: `run` would replay with the site's folders back.
         self._scope = contextlib.ExitStack()
         self.closed = False
         try:
@@ -557,7 +557,7 @@ class Simulator:
 
     def close(self) -> None:
         """Give the plugins their site's state folders back, and remove the work folder of
-        its own (`run` does it as it ends)."""
+        its own (`run` does it as it ends). The simulator cannot run after it."""
         self.closed = True
         self._scope.close()
 
@@ -690,6 +690,10 @@ class Simulator:
         running, is given to `bad` with the problem (a `Trace`'s ``bad_job`` raises it as a
         TraceError naming the file and line, or counts and skips it with ``skip_bad``); with
         no `bad`, it is a `TraceOrderError`."""
+        if self.closed:  # (its plugins have the site's state folders back, its own
+            # work folder is gone: a second replay would read and write the live site's)
+            raise SimError("this Simulator has already run (or was closed): a simulator "
+                           "replays once; make a new Simulator for another run")
         self._bad = bad
         t0 = time.perf_counter()
         workdir = self.workdir

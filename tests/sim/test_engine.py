@@ -1130,6 +1130,32 @@ def test_a_plugin_configured_for_the_replay_has_its_work_folder_as_home(
     assert plugin.homes == [live, tmp_path / "work", live]
 
 
+def test_a_simulator_runs_once(register_plugin, pbsplug_plugins, tmp_path):
+    """A second `run` of one Simulator is an error that says so, and runs no hook: when the
+    first ends, its plugins have the site's state folders back and its own work folder is
+    gone, so a second replay ran the hooks with the live site's folder. Closed and never
+    run, the same."""
+    plugin = KeepsRecords()
+    register_plugin(plugin, "keeps", freq=60, isolation="inprocess",
+                    config={"records": "/var/spool/live"})
+    _, sim = simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=pbsplug_plugins)
+    assert plugin.ran == {""}
+    with pytest.raises(SimError, match=r"^this Simulator has already run \(or was closed\): "
+                                       r"a simulator replays once; make a new Simulator "
+                                       r"for another run$"):
+        sim.run([tj(1, 0, 100, 1, 100)])
+    assert plugin.ran == {""} and not sim.workdir.exists()
+    sim = Simulator(uniform(1, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("easy"))
+    work = sim.workdir
+    assert work.is_dir()
+    sim.close()
+    assert not work.exists()
+    with pytest.raises(SimError, match="already run"):
+        sim.run([tj(1, 0, 100, 1, 100)])
+    assert plugin.ran == {""}
+
+
 def test_a_set_loaded_for_a_replay_never_gives_a_plugin_the_sites_state_folder(tmp_path):
     """A plugin set loaded with private_state (`pbsplug sim`'s) configures each plugin with
     its state folder's empty default the first time, whatever the site set; the replay
