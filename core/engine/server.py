@@ -830,7 +830,7 @@ class Engine:
         # A hook that sets an undefined resource fails in the hook (pbsplug.values).
         values.use_resources(self.resource_types())
         try:
-            if self._hooks_run(type, hooks):  # (else no hook sees them: no copy to pay)
+            if self._hooks_share(type, hooks, start):
                 for obj in objects.values():  # (made of the server's own data)
                     for one in obj.values() if isinstance(obj, dict) else (obj,):
                         if isinstance(one, PbsObject):
@@ -849,11 +849,24 @@ class Engine:
             return self._hooks_failed(type, exc)
         return self._logged(outcome)
 
-    def _hooks_run(self, type: str, hooks: tuple[str, ...] | None) -> bool:
-        """Whether any of `type`'s hooks (of `hooks`, when given) will run: an enabled
-        plugin's implementation of the event (the runner's chain)."""
+    def _hooks_share(self, type: str, hooks: tuple[str, ...] | None, start: bool) -> bool:
+        """Whether `_event` makes its objects' values their own (`own_values`, deep
+        copies) before `type`'s hooks (of `hooks`, when given: the runner's chain) see
+        them: when one of them runs in this process (``inprocess``), where its writes past
+        the setters (``dict.__setitem__`` on a value it dug out) would land in the
+        server's data. A chain of forked hooks only needs no copy (a periodic hook's
+        thousands of jobs): each hook writes in its own process's memory, and what comes
+        back is plain data replayed through the setters (`Event.apply_changes`), which
+        put new values in, never into the old ones (a resource mapping is the object's
+        own already); the runner's own look at the objects (a debug hook's ``.in``) only
+        reads. No hook, no copy either (qhold's modifyjob, ``hooks=()``). A started
+        chain (`start`) is copied whatever its hooks: a process it forks after its first
+        (a pbsuser or debug hook's own) forks while the server serves, and sees the
+        objects as they were given, whatever the server does meanwhile."""
         chain = self.runner.chain(type)
-        return bool(chain) if hooks is None else any(e.name in hooks for e in chain)
+        if hooks is not None:
+            chain = [e for e in chain if e.name in hooks]
+        return bool(chain) and (start or any(e.mode != "process" for e in chain))
 
     def _hooks_failed(self, type: str, exc: Exception) -> Outcome:
         self.log(LOG_ERROR, "Hook", type, f"{type} hooks failed: {exc.__class__.__name__}: "

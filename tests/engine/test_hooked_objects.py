@@ -7,6 +7,7 @@ held the server in `_check_hooked`)."""
 
 from __future__ import annotations
 
+import select
 import threading
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller
 from pbsplug.objects import Job, PbsObject
+from pbsplug.runner import Outcome
 
 ROOT = Caller(0, ROLE_MANAGER)
 #: A hang guard only: past it the hook's object lets go and the test fails (a request
@@ -215,3 +217,116 @@ def test_the_objects_values_are_copied_only_for_an_event_a_hook_runs_for(
     assert hook.seen[-1] is object.__getattribute__(job, "_attrs")["Variable_List"]
     assert hook.seen[-1] is not stored["Variable_List"]
     assert hook.seen[-1] == stored["Variable_List"] == given
+
+
+class Digger:
+    """A modifyjob and periodic hook that writes into the Variable_List dict of each job
+    it is given itself, past the setters and their copy on read, and sets the modifyjob
+    job's comment (a change that must come back)."""
+
+    plugin_info = PluginInfo(events=("modifyjob", "periodic"))
+
+    @hookimpl
+    def modifyjob(self, event):
+        attrs = object.__getattribute__(event.job, "_attrs")
+        dict.__setitem__(attrs["Variable_List"], "DUG", "1")
+        event.job.comment = "dug"
+
+    @hookimpl
+    def periodic(self, event):
+        for job in event.job_list.values():
+            dict.__setitem__(object.__getattribute__(job, "_attrs")["Variable_List"],
+                             "DUG", "1")
+
+
+class Quiet:
+    """A modifyjob hook that does nothing."""
+
+    plugin_info = PluginInfo(events=("modifyjob",))
+
+    @hookimpl
+    def modifyjob(self, event):
+        pass
+
+
+@pytest.fixture
+def copies(monkeypatch):
+    """The names of the objects `own_values` is called on, in call order."""
+    copied: list[str] = []
+    own_values = PbsObject.own_values
+
+    def spied(obj):
+        copied.append(obj.name)
+        own_values(obj)
+
+    monkeypatch.setattr(PbsObject, "own_values", spied)
+    return copied
+
+
+def test_a_chain_of_forked_hooks_only_gets_the_objects_uncopied(engine_here, register_plugin,
+                                                                 copies):
+    """A forked hook writes in its own process's memory, and only its changes come back,
+    as data replayed through the setters: `_event` copies nothing for a chain of such hooks
+    (a debug one too, whose ``.in`` the runner makes here), and the server's own values it
+    handed over, shared with the event's job, are as they were after a hook wrote into
+    them past the setters. A periodic run's queued jobs were each copied so."""
+    register_plugin(Digger(), "digger", isolation="process", alarm=10, freq=60)
+    register_plugin(Quiet(), "quiet", isolation="process", alarm=10, order=2, debug=True)
+    eng = engine_here()
+    job_id = eng.req_submit(ROOT, {"Variable_List": {"MINE": "x"}}, script="true\n")
+    eng.req_alter(ROOT, job_id, {"Job_Name": "altered"})
+    assert copies == []
+    stored = eng.store.job(job_id)
+    assert stored["Variable_List"]["MINE"] == "x"
+    assert "DUG" not in stored["Variable_List"]
+    assert (stored["Job_Name"], stored["comment"]) == ("altered", "dug")
+    wanted = dict(stored["Variable_List"])
+
+    job = Job(job_id, stored)
+    assert eng._event("modifyjob", ROOT, job=job).accepted
+    assert copies == []
+    assert object.__getattribute__(job, "_attrs")["Variable_List"] is stored["Variable_List"]
+    assert stored["Variable_List"] == wanted
+    assert job.comment == "dug"  # (replayed from the hook's process)
+
+    eng.periodic.run("periodic", "digger")
+    assert copies == []
+    assert eng.runner.trace[-1].hook == "digger"
+    assert eng.runner.trace[-1].outcome == "accept"
+    assert eng.store.job(job_id)["Variable_List"] == wanted
+
+    # A started chain (`Runner.start`: a pbsuser hook's) is copied, forked hooks only:
+    # a process it forks after its first forks while the server serves.
+    job = Job(job_id, stored)
+    started = eng._event("modifyjob", ROOT, start=True, job=job)
+    assert copies == [job_id]
+    while not isinstance(started, Outcome):
+        select.select([started.fd], [], [], DEADLINE)
+        started = started.step() or started
+    assert started.accepted
+    assert stored["Variable_List"] == wanted
+
+
+@pytest.mark.parametrize("trusted", ["digger", "quiet"])
+def test_a_chain_with_an_in_process_hook_still_gets_copies(engine_here, register_plugin,
+                                                          copies, trusted):
+    """One in-process hook in the chain, before or after a forked one, and the objects are
+    copied: it could write into the server's values past the setters."""
+    register_plugin(Digger(), "digger", alarm=10,
+                    isolation="inprocess" if trusted == "digger" else "process")
+    register_plugin(Quiet(), "quiet", alarm=10, order=2,
+                    isolation="inprocess" if trusted == "quiet" else "process")
+    eng = engine_here()
+    job_id = eng.req_submit(ROOT, {"Variable_List": {"MINE": "x"}}, script="true\n")
+    eng.req_alter(ROOT, job_id, {"Job_Name": "altered"})
+    assert copies == [job_id, job_id]  # (modifyjob's job and job_o)
+    stored = eng.store.job(job_id)
+    assert stored["Variable_List"]["MINE"] == "x"
+    assert "DUG" not in stored["Variable_List"]
+    assert stored["comment"] == "dug"
+
+    copies.clear()
+    job = Job(job_id, stored)
+    outcome = eng._event("modifyjob", ROOT, hooks=("quiet",), job=job)
+    assert outcome.accepted
+    assert copies == ([job_id] if trusted == "quiet" else [])
