@@ -1654,24 +1654,25 @@ class Engine:
         """The bookkeeping of a qdel that deletes a job without killing it (a qrerun is
         ending its run, `_delete_requeued`; its prologue is stopped, `_delete_in_prologue`;
         its end hooks run, `_delete_exiting`; its run ended while its execjob_preterm
-        hooks ran, `_preterm_ended`), the same in each: logged (``Job to be deleted at
-        request of <user>@<host>``, then `note`), the job's runtime marked ``deleted``
-        (`_deleted_already`: a forced qdel while its end hooks run writes nothing again),
-        its D record written, the job answered in this request's `killed` as the first
-        time once the mark is written (one refused, a full disk, is taken again as the
-        first time: ``qdel 7 7.server`` after a refused 7 went to `_drop`), and a `purge`
-        (qdel -x) kept until the job is over (`_purge_at_end`).
+        hooks ran, `_preterm_ended`), the same in each: the job's runtime marked
+        ``deleted`` (`_deleted_already`: a forced qdel while its end hooks run writes
+        nothing again), then logged (``Job to be deleted at request of <user>@<host>``,
+        then `note`: a qdel refused for a full disk logs nothing), its D record written,
+        the job answered in this request's `killed` as the first time once the mark is
+        written (one refused, a full disk, is taken again as the first time: ``qdel 7
+        7.server`` after a refused 7 went to `_drop`), and a `purge` (qdel -x) kept until
+        the job is over (`_purge_at_end`).
         `end_reason` ``"unless_set"`` makes the deletion the run's end reason unless it has
         one (a qrerun's requeue, a limit's kill stands), ``"replaced"`` whatever it had;
         None leaves it."""
         who = f"{caller.user}@{self.host}"
-        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}{note}")
         with self.store.transaction() as st:
             runtime = {**(st.runtime(job_id) or {}), "deleted": True}
             if end_reason == "replaced" or (end_reason == "unless_set"
                                            and runtime.get("end_reason") is None):
                 runtime["end_reason"] = f"{DELETED_BY}{who}"
             st.set_runtime(job_id, runtime)
+        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}{note}")
         if killed is not None:  # (once written: a refused one is not answered again)
             killed[job_id] = None
         self.accounting.deleted(job_id, who)

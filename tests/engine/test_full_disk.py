@@ -639,3 +639,91 @@ def test_a_forced_qdel_named_twice_in_the_end_hooks_on_a_full_disk_is_refused_tw
         (work / "go").touch()
         engine.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _prologue_held(work: Path, register_plugin) -> Path:
+    """A pbsuser execjob_prologue hook that waits for ``work/go``, and root's execjob_abort
+    and execjob_end hooks that note their event in ``work/seen`` (returned): those run in
+    the server's request, as its other end hooks do."""
+    from pbsplug import PluginInfo, hookimpl
+
+    go, seen = work / "go", work / "seen"
+
+    class Held:
+        plugin_info = PluginInfo(events=("execjob_prologue",))
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            while not go.exists():
+                time.sleep(0.05)
+
+    class Seen:
+        plugin_info = PluginInfo(events=("execjob_abort", "execjob_end"))
+
+        @hookimpl
+        def execjob_abort(self, event):
+            with open(seen, "a") as out:
+                out.write("execjob_abort\n")
+
+        @hookimpl
+        def execjob_end(self, event):
+            with open(seen, "a") as out:
+                out.write("execjob_end\n")
+
+    register_plugin(Held(), "slow", user="pbsuser", alarm=600)
+    register_plugin(Seen(), "seen")
+    return seen
+
+
+def _logged(eng, monkeypatch) -> list[str]:
+    """The messages `eng` logs from now on, whether its log file takes them or not (a full
+    disk): the server's own log, read as it is called."""
+    said: list[str] = []
+    real = eng.log
+
+    class Recorded:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def __call__(self, kind, obj_type, name, message):
+            said.append(f"{name};{message}")
+            real(kind, obj_type, name, message)
+
+    monkeypatch.setattr(eng, "log", Recorded())
+    return said
+
+
+def test_a_refused_qdel_does_not_log_the_deletion(small_home, pbsplug_plugins,
+                                                  register_plugin, monkeypatch):
+    """'Job to be deleted at request of <user>@<host>' was logged before the deletion was
+    written: a qdel refused for a full disk logged it too, and again at the next try. It is
+    logged once the deletion is written: once, for the qdel that deleted the job."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    work.chmod(0o777)
+    seen = _prologue_held(work, register_plugin)
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
+        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+        said = _logged(eng, monkeypatch)
+        [first] = eng.req_delete(root, [job_id])
+        assert first["error"]["code"] == PBSE_SYSTEM, first
+        assert not [s for s in said if "Job to be deleted" in s], said
+        (small_home / "fill").unlink()  # room again
+        [second] = eng.req_delete(root, [job_id])
+        assert second.get("error") is None, second
+        assert [s for s in said if "Job to be deleted" in s] == [
+            f"{job_id};Job to be deleted at request of root@{eng.host}"], said
+        assert eng.store.job(job_id)["job_state"] == "F"
+        assert seen.read_text().split() == ["execjob_abort", "execjob_end"]
+    finally:
+        (work / "go").touch()
+        eng.runner.reap()
+        eng.close()
+        shutil.rmtree(work, ignore_errors=True)
