@@ -3128,11 +3128,22 @@ class Engine:
         and what they made on the host is undone by its execjob_abort hooks, whichever qdel
         gets to write the deletion (`_drop` ran none). The run is marked ``deleted``
         (`_record_deletion`): a forced qdel while its end hooks run writes no second D
-        record (`_delete_exiting`)."""
+        record (`_delete_exiting`). A job so marked already (its deletion written, and
+        its execjob_abort run after it, but its end not: the disk full again) is
+        finished, its end hooks run, with no second record, log line or execjob_abort:
+        one deletion, one D record, as PBS writes."""
         self._stop_chain(job_id)
-        self._record_deletion(caller, job_id, purge, killed)
-        attrs = self._job(job_id)
-        self._event("execjob_abort", job=Job(job_id, attrs), vnode_list=self._job_vnodes(attrs))
+        if self._deleted_already(self.store.runtime(job_id) or {}):
+            if killed is not None:
+                killed[job_id] = None
+            if purge:  # (its -x counts all the same)
+                self._purge_at_end(caller, job_id)
+            attrs = self._job(job_id)
+        else:
+            self._record_deletion(caller, job_id, purge, killed)
+            attrs = self._job(job_id)
+            self._event("execjob_abort", job=Job(job_id, attrs),
+                        vnode_list=self._job_vnodes(attrs))
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=f"{DELETED_BY}{caller.user}@{self.host}")
 

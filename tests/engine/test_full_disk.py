@@ -693,6 +693,58 @@ def _logged(eng, monkeypatch) -> list[str]:
     return said
 
 
+def test_a_deletion_written_whose_end_was_not_writes_no_second_d_record(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """A qdel in a job's pbsuser prologue whose deletion was written (its D record, its
+    execjob_abort) but whose end then was not (the disk full again): the job stayed R with
+    no launch, and the next qdel recorded the deletion again (a second 'Job to be deleted'
+    and a second D record) and ran execjob_abort again. It finishes the job now, its end
+    hooks run, as the deletion written already left it: one D, one execjob_abort."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    work.chmod(0o777)
+    seen = _prologue_held(work, register_plugin)
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
+        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        real = eng._record_deletion
+
+        def full_after_it(*args, **kwargs):  # (as another process takes the room)
+            real(*args, **kwargs)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+
+        monkeypatch.setattr(eng, "_record_deletion", full_after_it)
+        [first] = eng.req_delete(root, [job_id])
+        assert first["error"]["code"] == PBSE_SYSTEM, first
+        attrs = eng.store.job(job_id)
+        assert (attrs["job_state"], attrs["substate"]) == ("R", 41), attrs
+        monkeypatch.setattr(eng, "_record_deletion", real)
+        (small_home / "fill").unlink()  # room again
+        said = _logged(eng, monkeypatch)
+        [second] = eng.req_delete(root, [job_id])
+        assert second.get("error") is None, second
+        attrs = eng.store.job(job_id)
+        assert attrs["job_state"] == "F", attrs
+        assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
+        assert not [s for s in said if "Job to be deleted" in s], said
+        records = "".join(p.read_text() for p in eng.home.accounting.iterdir())
+        assert records.count(f";D;{job_id};") == 1, records
+        assert records.count(f";E;{job_id};") == 1, records
+        ran = seen.read_text().split()
+        assert ran.count("execjob_abort") == 1, ran
+        assert ran[-1] == "execjob_end", ran
+    finally:
+        (work / "go").touch()
+        eng.runner.reap()
+        eng.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def test_a_refused_qdel_does_not_log_the_deletion(small_home, pbsplug_plugins,
                                                   register_plugin, monkeypatch):
     """'Job to be deleted at request of <user>@<host>' was logged before the deletion was
