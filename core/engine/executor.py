@@ -589,6 +589,14 @@ def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
     return PendingLaunch(pid, write_fd, request_fd, status_file, tmpdir)
 
 
+#: Errors that say the machine is short, for now, of what a job's start makes: room or
+#: inodes (ENOSPC, EDQUOT), descriptors (EMFILE, ENFILE), memory (ENOMEM). A start that
+#: meets one making the job's files (its script, its nodefile, its TMPDIR, its request
+#: file's fallback in jobs/) fails, and the job is requeued (`Engine._failed_start`), as
+#: for a shepherd that cannot be made (`ShepherdError`); any other error (a folder not the
+#: server's own, a link where a folder should be) ends the job: its start can never work.
+SHORT_OF = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
 #: os.memfd_create's errors that say the kernel offers no memfd here: none before Linux 3.17
 #: (ENOSYS), a flag it does not know (EINVAL), a seccomp filter that refuses the call
 #: (EPERM, as container runtimes' do). Any other (ENOMEM, EMFILE, ENFILE) is the start's

@@ -3161,7 +3161,15 @@ class Engine:
             self._failed_start(job_id, attrs, f"the job could not be sent to its shepherd: "
                                               f"{exc}")
             return False
-        except (OSError, KeyError, ValueError) as exc:
+        except OSError as exc:
+            if exc.errno in executor.SHORT_OF:  # (for now: the next try may have them)
+                self._failed_start(job_id, attrs, "its files could not be made: "
+                                   f"{exc.strerror}" + (f" ({exc.filename})" if exc.filename
+                                                        else ""))
+            else:  # (a folder not the server's own, a link planted: as PBS's security bail)
+                self._could_not_start(job_id, attrs, exc)
+            return False
+        except (KeyError, ValueError) as exc:
             self._could_not_start(job_id, attrs, exc)
             return False
         try:

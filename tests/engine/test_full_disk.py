@@ -779,3 +779,53 @@ def test_a_refused_qdel_does_not_log_the_deletion(small_home, pbsplug_plugins,
         eng.runner.reap()
         eng.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.parametrize("free, made", [(0, "0.nodes"), (2, "pbs.0.")])
+def test_a_start_short_of_inodes_is_a_failed_start_and_runs_once_there_are(
+        few_inodes, pbsplug_plugins, monkeypatch, free, made):
+    """No inode left under the server's home (ENOSPC at a file's or folder's creation, a
+    transient shortage, as a full disk): the job's nodefile in jobs/ (`free` 0), or its
+    TMPDIR with two inodes left (`free` 2: its nodefile's and script's), could not be
+    made, and the job ended F ('Job could not start', Exit_status -1) as a job that can
+    never start does. It is a failed start now, requeued (run_count counts the try), and
+    runs once there are inodes."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    eng = Engine(Home(few_inodes), plugins=pbsplug_plugins)
+    taken: list[Path] = []
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Hold_Types": "u", "Rerunable": False}, "true\n")
+        while True:  # every inode taken
+            try:
+                (few_inodes / f"f{len(taken)}").touch()
+            except OSError:
+                break
+            taken.append(few_inodes / f"f{len(taken)}")
+        for path in taken[len(taken) - free:]:
+            path.unlink()
+        del taken[len(taken) - free:]
+        said = _logged(eng, monkeypatch)
+        eng.req_release(root, [job_id])
+        poll_until(eng, lambda: any("start" in s for s in said if s.startswith(job_id)),
+                   "the job's start to fail")
+        failed = [s for s in said if s.startswith(f"{job_id};")]
+        assert not [s for s in failed if "could not start" in s], failed
+        assert [s for s in failed if s.startswith(
+            f"{job_id};job failed to start: its files could not be made: No space left on "
+            f"device ({made}")], failed
+        for path in taken:  # inodes again
+            path.unlink()
+        taken.clear()
+        poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+        attrs = eng.store.job(job_id)
+        assert attrs["Exit_status"] == 0, attrs.get("comment")
+        assert attrs["run_count"] >= 2, attrs
+    finally:
+        for path in taken:
+            path.unlink(missing_ok=True)
+        eng.runner.reap()
+        eng.close()
