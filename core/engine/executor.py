@@ -564,7 +564,10 @@ def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
     for suffix in (".status", ".shepherd", ".note", ".usage"):  # an earlier run's
         status_file.with_suffix(suffix).unlink(missing_ok=True)
     ids = user_ids(user)
-    make_job_dir(tmpdir, ids)
+    try:
+        make_job_dir(tmpdir, ids)
+    except OSError as exc:
+        raise JobDirError(exc.errno, exc.strerror, exc.filename) from exc
     server = os.getpid()
     request_fd = _request_file(status_file.parent)
     opened = [request_fd]
@@ -591,10 +594,11 @@ def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
 
 #: Errors that say the machine is short, for now, of what a job's start makes: room or
 #: inodes (ENOSPC, EDQUOT), descriptors (EMFILE, ENFILE), memory (ENOMEM). A start that
-#: meets one making the job's files (its script, its nodefile, its TMPDIR, its request
-#: file's fallback in jobs/) fails, and the job is requeued (`Engine._failed_start`), as
-#: for a shepherd that cannot be made (`ShepherdError`); any other error (a folder not the
-#: server's own, a link where a folder should be) ends the job: its start can never work.
+#: meets one making the job's files (its script, its nodefile, its request file's fallback
+#: in jobs/) fails, and the job is requeued (`Engine._failed_start`), as for a shepherd
+#: that cannot be made (`ShepherdError`); any other error (a folder not the server's own,
+#: a link where a folder should be) ends the job: its start can never work. Its TMPDIR is
+#: PBS's rule: any error making it ends the job (`JobDirError`).
 SHORT_OF = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 #: os.memfd_create's errors that say the kernel offers no memfd here: none before Linux 3.17
@@ -611,6 +615,13 @@ class StartRequestError(OSError):
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+class JobDirError(OSError):
+    """The job's TMPDIR could not be made (`prepare`), for whatever reason, a full disk
+    too: the job cannot start and ends (`Engine._could_not_start`), as PBS's MoM aborts a
+    job whose TMPDIR it cannot make (JOB_EXEC_FAIL1), never taken for a shortage of the
+    moment (`SHORT_OF`)."""
 
 
 class ShepherdError(StartRequestError):

@@ -3162,7 +3162,8 @@ class Engine:
                                               f"{exc}")
             return False
         except OSError as exc:
-            if exc.errno in executor.SHORT_OF:  # (for now: the next try may have them)
+            if exc.errno in executor.SHORT_OF and not isinstance(exc, executor.JobDirError):
+                # (for now: the next try may have them; a TMPDIR's is PBS's end of the job)
                 self._failed_start(job_id, attrs, "its files could not be made: "
                                    f"{exc.strerror}" + (f" ({exc.filename})" if exc.filename
                                                         else ""))

@@ -785,11 +785,12 @@ def test_a_refused_qdel_does_not_log_the_deletion(small_home, pbsplug_plugins,
 def test_a_start_short_of_inodes_is_a_failed_start_and_runs_once_there_are(
         few_inodes, pbsplug_plugins, monkeypatch, free, made):
     """No inode left under the server's home (ENOSPC at a file's or folder's creation, a
-    transient shortage, as a full disk): the job's nodefile in jobs/ (`free` 0), or its
-    TMPDIR with two inodes left (`free` 2: its nodefile's and script's), could not be
-    made, and the job ended F ('Job could not start', Exit_status -1) as a job that can
-    never start does. It is a failed start now, requeued (run_count counts the try), and
-    runs once there are inodes."""
+    transient shortage, as a full disk): the job's nodefile in jobs/ (`free` 0) could not
+    be made, and the job ended F ('Job could not start', Exit_status -1) as a job that
+    can never start does. It is a failed start now, requeued (run_count counts the try),
+    and runs once there are inodes. Its TMPDIR (`free` 2: its nodefile's and script's
+    made) is PBS's rule: the MoM aborts a job whose TMPDIR it cannot make, whatever the
+    error (JOB_EXEC_FAIL1), and so does the server."""
     from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
 
     from .test_poll import poll_until
@@ -813,6 +814,14 @@ def test_a_start_short_of_inodes_is_a_failed_start_and_runs_once_there_are(
         poll_until(eng, lambda: any("start" in s for s in said if s.startswith(job_id)),
                    "the job's start to fail")
         failed = [s for s in said if s.startswith(f"{job_id};")]
+        if made.startswith("pbs."):  # (its TMPDIR: the job's end)
+            assert [s for s in failed if s.startswith(
+                f"{job_id};could not start: [Errno 28] No space left on device")], failed
+            poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the end")
+            attrs = eng.store.job(job_id)
+            assert (attrs["Exit_status"], attrs["run_count"]) == (-1, 1), attrs
+            assert attrs["comment"].startswith("Job could not start"), attrs
+            return
         assert not [s for s in failed if "could not start" in s], failed
         assert [s for s in failed if s.startswith(
             f"{job_id};job failed to start: its files could not be made: No space left on "
