@@ -31,7 +31,7 @@ from ..settings import PluginInfo
 from ..siteconfig import ConfigError
 from ..units import parse_exec_vnode
 from . import partitions, qmgr
-from .errors import PBSE_SYSTEM, STOPPING, stopped
+from .errors import PBSE_SYSTEM, STOPPING, PbsError, stopped
 from .home import LOG_ADMIN, log_events
 from .qmgr import QmgrError, QmgrSyntaxError
 
@@ -296,6 +296,15 @@ class Manager:
             raise QmgrError(PBSE_HOOKERROR, outcome.message, obj_type=cmd.obj_type,
                             obj_name=name)
 
+    def _set_node(self, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """The command's change to vnode `name`, its modifyvnode hooks fired: one the
+        server's stop gave up is the command's refusal (15010, the server is stopping), as
+        pbsnodes' is, its transaction undone; never a change made with its hook unjudged."""
+        try:
+            self.engine._set_node(name, old, new, request=True)
+        except PbsError as err:  # (`refuse_if_stopped`'s, the one it raises)
+            raise QmgrError(err.code, err.message, obj_type="node", obj_name=name) from None
+
     # -- where objects live -----------------------------------------------------------------------
     def objects(self, obj_type: str) -> dict[str, dict[str, Any]]:
         eng = self.engine
@@ -396,7 +405,7 @@ class Manager:
                                {"sched_priv", "sched_log"} if cmd.obj_type == "sched" else set())
         self._check_queue_type(cmd, name, {}, new)
         if cmd.obj_type == "node":
-            eng._set_node(name, {}, new)
+            self._set_node(name, {}, new)
             return
         if cmd.obj_type == "sched":
             partitions.make_directories(new)
@@ -464,7 +473,7 @@ class Manager:
             states = set(str(keep.get("state", "free")).split(",")) - {
                 "job-busy", "job-exclusive", "resv-exclusive", "free", ""}
             keep["state"] = ",".join(sorted(states)) or "free"
-            eng._set_node(name, stored, keep)
+            self._set_node(name, stored, keep)
         elif cmd.obj_type == "server" or (cmd.obj_type == "sched" and name == "default"):
             server = eng.store.get("server", "server") or {}
             with eng.store.transaction() as st:

@@ -316,3 +316,72 @@ def test_a_qdel_whose_preterm_hook_the_stop_gave_up_is_refused_and_the_job_runs_
     assert job_id in again.launches  # adopted
     assert again.req_delete(ROOT, [job_id]) == [{"id": job_id}]
     poll_until(again, lambda: again.store.job(job_id)["job_state"] == "F", "the job's end")
+
+
+def test_a_pbs_rsub_whose_resvsub_hook_the_stop_gave_up_is_refused(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # Nothing of it done: no reservation stored, no queue made, no record written.
+    root = engine_root
+    eng = _engine(engine_here, register_plugin, sigterm_stops, "resvsub", root)
+    (root / "stop").touch()
+    with pytest.raises(PbsError) as refused:
+        eng.req_resv_submit(ROOT, {"Resource_List": {"select": "1:ncpus=1"},
+                                   "reserve_start": int(time.time()) + 600,
+                                   "reserve_end": int(time.time()) + 1200})
+    assert eng.stopping
+    assert (refused.value.code, refused.value.message) == (PBSE_SYSTEM, STOPPED)
+    assert eng.store.all("resv") == {}
+    assert not any(name.startswith("R") for name in eng.store.all("queue"))
+    assert not any(";U;" in p.read_text() for p in eng.home.accounting.iterdir())
+    assert "encountered an exception" not in _log(eng)
+    assert (root / "ran").read_text() == "resvsub\n"
+    (root / "go").touch()
+
+
+@pytest.mark.parametrize("how", ["pbsnodes", "qmgr set", "qmgr create"])
+def test_a_vnode_change_whose_modifyvnode_hook_the_stop_gave_up_is_refused(
+        how, engine_here, register_plugin, sigterm_stops, engine_root):
+    # qmgr's change was made (the vnode made), its hook given up unjudged, and answered
+    # as done.
+    root = engine_root
+    eng = _engine(engine_here, register_plugin, sigterm_stops, "modifyvnode", root)
+    [name] = list(eng.store.all("node"))[:1]
+    before = eng.store.get("node", name)
+    (root / "stop").touch()
+    if how == "pbsnodes":
+        with pytest.raises(PbsError) as refused:
+            eng.req_node_state(ROOT, [name], offline=True, comment="down")
+        code, message = refused.value.code, refused.value.message
+    else:
+        text = f"set node {name} comment = down" if how == "qmgr set" else \
+            "create node made comment = made"
+        answer = eng.req_qmgr(ROOT, text, one=True)
+        code, message = answer["code"], "\n".join(answer["errors"])
+    assert eng.stopping
+    assert code == PBSE_SYSTEM and STOPPED in message, (code, message)
+    assert eng.store.get("node", name) == before
+    assert eng.store.get("node", "made") is None
+    assert "encountered an exception" not in _log(eng)
+    assert (root / "ran").read_text() == "modifyvnode\n"
+    (root / "go").touch()
+
+
+def test_a_pbs_attach_whose_attach_hook_the_stop_gave_up_is_refused(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # The process is not attached: the job's end would not kill it.
+    root = engine_root
+    eng = _engine(engine_here, register_plugin, sigterm_stops, "execjob_attach", root)
+    job_id = eng.req_submit(ROOT, {"Job_Name": "a"}, "sleep 600\n")
+    poll_until(eng, lambda: job_id in eng.launches, "the job's run")
+    (root / "stop").touch()
+    with pytest.raises(PbsError) as refused:
+        eng.req_attach(ROOT, job_id, os.getpid())
+    assert eng.stopping
+    assert (refused.value.code, refused.value.message) == (PBSE_SYSTEM, STOPPED)
+    assert not (eng.store.runtime(job_id) or {}).get("attached")
+    log = _log(eng)
+    assert "attached at request" not in log and "encountered an exception" not in log, log
+    assert (root / "ran").read_text() == "execjob_attach\n"
+    (root / "go").touch()
+    eng.stopping = False  # (the job's process ended with the test's engine: its own only)
+    eng.req_delete(ROOT, [job_id])
