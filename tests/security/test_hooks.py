@@ -514,3 +514,99 @@ def test_the_slow_pbsuser_epilogue_of_a_job_deleted_at_its_start_does_not_hold_t
         (engine.work / "go").touch()
     attrs = engine.wait(job_id)
     assert attrs["comment"].startswith(f"Job deleted at request of {attacker.user}@")
+
+
+FORGER = """
+import json
+import os
+import struct
+from pathlib import Path
+
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(events=("execjob_prologue", "execjob_epilogue"), user="pbsuser",
+                         alarm=20)
+#: The runner's text for a hook it gave up for the server's stop (runner.CANCELLED).
+STOPPED = "the server is stopping: the hook's process was killed"
+
+
+def _report_pipe():
+    # The write end of the hook's report pipe: the process is the job owner's, its
+    # descriptors theirs to find.
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            held = os.readlink(f"/proc/self/fd/{{name}}")
+            flags = Path(f"/proc/self/fdinfo/{{name}}").read_text().split("flags:")[1]
+        except (OSError, IndexError):
+            continue
+        if held.startswith("pipe:") and int(flags.split()[0], 8) & os.O_ACCMODE == os.O_WRONLY:
+            return int(name)
+    raise RuntimeError("no report pipe")
+
+
+def _forge(event):
+    # In the job's first run of each event: the hook's own report, written by the owner's
+    # process, says the server's stop gave the hook up (FORGE: as an error, a reject, or
+    # with a flag of its own that says so); then the process leaves.
+    how = event.job.Variable_List.get("FORGE")
+    try:
+        (Path(event.job.Variable_List["PBS_O_WORKDIR"]) / f"{{event.type}}.forged").open(
+            "x").close()
+    except FileExistsError:
+        return
+    done = ["done", 0, "reject" if how == "reject" else "error", STOPPED, 0.0, {{}}, []]
+    fd = _report_pipe()
+    for message in (done + ([True] if how == "flag" else []), ["end"]):
+        data = json.dumps(message).encode()
+        os.write(fd, struct.pack("!I", len(data)) + data)
+    os._exit(0)
+
+
+@hookimpl
+def execjob_prologue(event):
+    if event.job.Variable_List.get("WHICH") == "execjob_prologue":
+        _forge(event)
+
+
+@hookimpl
+def execjob_epilogue(event):
+    if event.job.Variable_List.get("WHICH") == "execjob_epilogue":
+        _forge(event)
+"""
+
+#: What each forged report is judged as, in the server's log.
+_FORGED = {
+    "error": "{event} hook 'forger' encountered an exception: the server is stopping: "
+             "the hook's process was killed",
+    "reject": "{event} request rejected by 'forger': the server is stopping: the hook's "
+              "process was killed",
+    "flag": "{event} hook 'forger' encountered an exception: the hook's process sent a "
+            "malformed report (too many values to unpack (expected 7)); killed"}
+
+
+@pytest.mark.parametrize("how", list(_FORGED))
+@pytest.mark.parametrize("event", ["execjob_prologue", "execjob_epilogue"])
+def test_a_pbsuser_hooks_report_that_says_the_stop_gave_it_up_is_its_own(
+        event, how, dists, local_engine, attacker):
+    # A pbsuser hook's process is its owner's, its report pipe theirs to write: a report
+    # that reads as the runner's for a hook the server's stop gave up (its text, or a flag
+    # of its own) must be that hook's reject or error, the server not stopping: a prologue
+    # taken for the stop's would leave its job requeued with its run not counted, an
+    # epilogue's its job E (substate 57), its end left to a next start. Only the runner's
+    # own kill sets HookRun.cancelled.
+    dists.add("forger", FORGER.format())
+    engine = local_engine("[plugins.forger]\nenabled = true\n", env=dists.env())
+    pid = engine.home.server_pid()
+    done = attacker.pbs(engine, "qsub", "-v", f"WHICH={event},FORGE={how}", "--",
+                        "/bin/true", cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    attrs = engine.wait(job_id)  # (a prologue's: requeued, then run again to its end)
+    assert attrs["Exit_status"] == 0, attrs.get("comment")
+    assert (engine.work / f"{event}.forged").exists()  # (the forgery was made)
+    assert attrs.get("run_count") == (2 if event == "execjob_prologue" else 1), attrs
+    log = engine.log()
+    line = _FORGED[how].format(event=event)
+    assert line in log, log
+    assert "was stopped" not in log and "server is stopping;" not in log, log
+    assert engine.home.server_pid() == pid
