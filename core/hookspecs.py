@@ -134,8 +134,10 @@ def resv_begin(event: Event) -> None:
 
 @hookspec
 def resv_end(event: Event) -> None:
-    """A reservation's window ends (or it is deleted while running), before its jobs are
-    deleted (a hook the server's stop gives up leaves it running, to end at the next start).
+    """A reservation's window ends, or pbs_rdel deletes it, begun or only confirmed (not
+    an unconfirmed one: PBS's server fires it so), before its jobs are deleted. A hook the
+    server's stop gives up leaves the reservation as it was: one whose window ended ends at
+    the next start, and the pbs_rdel is refused (15010, the server is stopping).
 
     Carries ``event.resv``; read-only. Reject: logged only.
     """

@@ -22,7 +22,8 @@ window the current occurrence's. Its states, stored under PBS's names in
     `resv_exclusive`); what it holds counts in their resources_assigned
     (`with_resv_assigned`).
 ``RESV_BEING_DELETED``
-    at ``reserve_end`` (or on pbs_rdel): resv_end fires for a reservation that had begun,
+    at ``reserve_end`` (or on pbs_rdel): resv_end fires for a reservation that had begun
+    (on pbs_rdel, for any but an unconfirmed one, as PBS's server fires it),
     jobs still in the queue are deleted (running ones killed), the queue is disabled and
     stopped, the vnodes' ``last_used_time`` is set; it stays listed while its running jobs
     go, then leaves pbs_rstat with its queue. A standing one's occurrence that is not its
@@ -895,10 +896,11 @@ class Reservations:
             self.leftover_queues -= empty
 
     def _resv_end(self, resv_id: str, attrs: dict[str, Any], refuse: bool = False) -> bool:
-        """The resv_end hooks of a reservation that had begun (`attrs` as they see it),
-        fired before its end (or its occurrence's) is carried out, as PBS's server fires
-        them before it deletes its jobs (req_delete.c, read in its source); a reject or an
-        error is logged, and the end goes on. False when the runner gave a hook up for the
+        """The resv_end hooks of a reservation that had begun, or that a pbs_rdel deletes
+        confirmed, begun or not (`attrs` as they see it), fired before its end (or its
+        occurrence's) is carried out, as PBS's server fires them before it deletes its jobs
+        (req_delete.c, read in its source); a reject or an error is logged, and the end
+        goes on. False when the runner gave a hook up for the
         server's stop (`stopped`): the stop's, not the hook's; nothing of the end is done,
         and the reservation ends, its hooks run again, when the server starts again; a
         pbs_rdel (`refuse`) is refused with `STOPPING`, as any request the stop cuts."""
@@ -929,8 +931,12 @@ class Reservations:
         (`deleter`: pbs_rdel), else the server's user (its period is over, or the server
         set it aside), who is the requestor of the reservation's own record at its end."""
         eng = self.engine
-        began = attrs.get("reserve_state") == RUNNING
-        if began and not self._resv_end(resv_id, {
+        # resv_end fires at the end of a reservation that began, and at a pbs_rdel of any
+        # but an unconfirmed one, begun or not, as PBS's server fires it (req_delete.c)
+        state = attrs.get("reserve_state")
+        began = state == RUNNING
+        fires = state != UNCONFIRMED if deleter else began
+        if fires and not self._resv_end(resv_id, {
                 **attrs, "reserve_state": FINISHED, "reserve_substate": 6,
                 "mtime": int(eng.clock())}, refuse=deleter):
             return  # (the stop's: it ends when the server starts again)

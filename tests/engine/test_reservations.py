@@ -21,6 +21,7 @@ from .test_server import plugin
 #: These tests read the reservations' lines of the server log (class 0200), which PBS's
 #: default log_events (511) leaves out: every class is logged here.
 EVERY_CLASS = "set server log_events = 2047"
+ROOT = Caller(0, ROLE_MANAGER)
 
 
 @pytest.fixture
@@ -1085,3 +1086,40 @@ def test_standing_reservation_occurrences_keep_pbs_tzids_wall_clock_time():
     starts = recurrence.occurrences(recurrence.parse("FREQ=DAILY;COUNT=3"), start,
                                     recurrence.zone("Europe/Paris"))
     assert [b - a for a, b in zip(starts, starts[1:], strict=False)] == [82800, 86400]
+
+
+def _ends_seen(seen):
+    """A plugin whose resv_end hook writes the reservation's id and state to `seen`."""
+    from pbsplug import PluginInfo, hookimpl
+
+    def resv_end(self, event) -> None:
+        with open(seen, "a") as out:
+            out.write(f"{event.resv.name} {event.resv.reserve_state}\n")
+
+    return type("Ends", (), {"plugin_info": PluginInfo(events=("resv_end",)),
+                             "resv_end": hookimpl(resv_end)})()
+
+
+@pytest.mark.parametrize("confirmed", [True, False])
+def test_a_pbs_rdel_fires_resv_end_for_a_reservation_not_begun_but_unconfirmed(
+        confirmed, engine_here, register_plugin, engine_root):
+    # As PBS's server (req_delete.c, read in its source): a pbs_rdel fires the resv_end
+    # hooks of any reservation but an unconfirmed one, begun or not; they fired only for
+    # a reservation that had begun, so a confirmed one deleted ahead of its window never
+    # had them (its vnodes held for it, its queue made).
+    seen = engine_root / "seen"
+    register_plugin(_ends_seen(seen), "ends")
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    resv_id = eng.req_resv_submit(ROOT, {"Resource_List": {"select": "1:ncpus=1"},
+                                         "reserve_start": int(now[0]) + 600,
+                                         "reserve_end": int(now[0]) + 1200})["id"]
+    if confirmed:
+        poll_until(eng, lambda: eng.store.get("resv", resv_id)["reserve_state"] ==
+                   "RESV_CONFIRMED", "the reservation's confirmation")
+    else:
+        assert eng.store.get("resv", resv_id)["reserve_state"] == "RESV_UNCONFIRMED"
+    assert eng.req_resv_delete(ROOT, [resv_id]) == [{"id": resv_id}]
+    poll_until(eng, lambda: eng.store.get("resv", resv_id) is None, "the deletion")
+    assert (seen.read_text() if seen.exists() else "") == (
+        f"{resv_id} RESV_FINISHED\n" if confirmed else "")

@@ -385,3 +385,32 @@ def test_a_pbs_attach_whose_attach_hook_the_stop_gave_up_is_refused(
     (root / "go").touch()
     eng.stopping = False  # (the job's process ended with the test's engine: its own only)
     eng.req_delete(ROOT, [job_id])
+
+
+def test_a_pbs_rdel_of_a_reservation_not_begun_whose_resv_end_hook_the_stop_gave_up(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # A pbs_rdel fires resv_end for a confirmed reservation that has not begun too: given
+    # up for the stop, it is refused (15010) and the reservation stays confirmed, nothing
+    # of its end done; the next start's pbs_rdel ends it, its hooks run again.
+    root = engine_root
+    register_plugin(slow_hook("resv_end", root), "slow", alarm=60)
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    sigterm_stops(eng)
+    resv_id = _resv(eng, now, root)
+    (root / "stop").touch()
+    [answer] = eng.req_resv_delete(ROOT, [resv_id])
+    assert eng.stopping
+    assert (answer["error"]["code"], answer["error"]["message"]) == (
+        PBSE_SYSTEM, STOPPED), answer
+    assert eng.store.get("resv", resv_id)["reserve_state"] == "RESV_CONFIRMED"
+    assert resv_id.split(".")[0] in eng.store.all("queue")
+    assert _kinds(eng, resv_id) == ["U", "Y"]
+    eng.close()
+    (root / "stop").unlink()
+    (root / "go").touch()
+    again = engine_here(clock=lambda: now[0])
+    assert again.req_resv_delete(ROOT, [resv_id]) == [{"id": resv_id}]
+    assert again.store.get("resv", resv_id) is None
+    assert (root / "ran").read_text() == "resv_end\n" * 2
+    assert _kinds(again, resv_id) == ["U", "Y", "k"]
