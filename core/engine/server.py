@@ -154,6 +154,13 @@ USAGE_SAVE_EVERY = 10.0
 #: a poll while some are left, looked for again every SWEEP_EVERY seconds (and at start).
 SWEEP_SECONDS = 0.05
 SWEEP_EVERY = 60.0
+#: A start that failed for want of what every start borrows from the machine (a process,
+#: descriptors, memory, room: `_short_start`) pauses the cycles' starts, START_PAUSE
+#: seconds after the first, twice as long after each one that follows, START_PAUSE_MOST at
+#: most; a start that works ends the doubling. The job's try counts all the same (21 hold
+#: it, as PBS's), but the tries no longer follow one another within a second.
+START_PAUSE = 1.0
+START_PAUSE_MOST = 60.0
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
 _ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
 #: What a job is counted by in the limits on queued jobs: a change to one is checked.
@@ -381,6 +388,10 @@ class Engine:
         self._usage_save_due = 0.0  # time.monotonic() of the next save of those
         #: Schedulers whose own cycle is due (a job of their partition queued or finished).
         self.sched_due: dict[str, float] = {}
+        #: The pause of the cycles' starts after a start short of what it needs
+        #: (`_short_start`): its length, and the clock() it ends at (0: none).
+        self.start_pause = 0.0
+        self.starts_paused_until = 0.0
         self.sched_procs = SchedulerProcesses(
             plugins.hook, lambda sched, msg: self.log(LOG_SCHED, "Sched", sched, msg))
         #: The scheduler instances, kept while their settings stay the same, and what feeds
@@ -2907,6 +2918,10 @@ class Engine:
                 self.log(LOG_SCHED, "Server", self.host, "the server is stopping: "
                          f"{len(result.run) - done} run decisions dropped")
                 break
+            if self.clock() < self.starts_paused_until:  # (`_short_start`: a cycle follows)
+                self.log(LOG_SCHED, "Server", self.host, "job starts are paused: "
+                         f"{len(result.run) - done} run decisions dropped")
+                break
             # A subjob starts while its array's max_run_subjobs lets it (one requeued, with
             # a row of its own, as well), and gets its row as it starts (`instantiate`).
             subjob = arrays.named(decision.job_id) is not None
@@ -3159,18 +3174,18 @@ class Engine:
             pending = executor.prepare(self.home.jobs / f"{job_id.split('.')[0]}.status",
                                        self.home.tmp / f"pbs.{job_id}", user)
         except executor.ShepherdError as exc:  # (no process or descriptor left: EAGAIN)
-            self._failed_start(job_id, attrs, str(exc))
+            self._short_start(job_id, attrs, str(exc))
             return False
         except executor.StartRequestError as exc:  # (out of memory: as a request unwritten)
-            self._failed_start(job_id, attrs, f"the job could not be sent to its shepherd: "
-                                              f"{exc}")
+            self._short_start(job_id, attrs, f"the job could not be sent to its shepherd: "
+                                             f"{exc}")
             return False
         except OSError as exc:
             if exc.errno in executor.SHORT_OF and not isinstance(exc, executor.JobDirError):
                 # (for now: the next try may have them; a TMPDIR's is PBS's end of the job)
-                self._failed_start(job_id, attrs, "its files could not be made: "
-                                   f"{exc.strerror}" + (f" ({exc.filename})" if exc.filename
-                                                        else ""))
+                self._short_start(job_id, attrs, "its files could not be made: "
+                                  f"{exc.strerror}" + (f" ({exc.filename})" if exc.filename
+                                                       else ""))
             else:  # (a folder not the server's own, a link planted: as PBS's security bail)
                 self._could_not_start(job_id, attrs, exc)
             return False
@@ -3204,17 +3219,19 @@ class Engine:
                 return False
             except OSError as exc:  # the shepherd is gone (a launch hook killed it), or
                 # its request file could not take the job (out of memory)
-                self._failed_start(job_id, attrs, (
-                    f"its shepherd (pid {pending.pid}) ended before it was sent the job"
-                    if exc.errno == errno.EPIPE else
-                    f"the job could not be sent to its shepherd (pid {pending.pid})")
-                    + f": {exc}")
+                if exc.errno == errno.EPIPE:
+                    self._failed_start(job_id, attrs, f"its shepherd (pid {pending.pid}) "
+                                       f"ended before it was sent the job: {exc}")
+                else:
+                    self._short_start(job_id, attrs, "the job could not be sent to its "
+                                      f"shepherd (pid {pending.pid}): {exc}")
                 return False
         finally:
             pending.cancel()  # a no-op once started or cancelled: none is left waiting
         # Tracked before it is written: its end is noticed even if the write fails.
         self.launches[job_id] = launch
         self.started[job_id] = self.clock()
+        self.start_pause = 0.0  # (a start that works: the next shortage's pause is short)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)  # what its begin, prologue and launch hooks changed
             st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict(),
@@ -3228,6 +3245,19 @@ class Engine:
         self.log(LOG_ERROR, "Job", job_id, f"could not start: {exc}")
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=f"Job could not start: {exc}")
+
+    def _short_start(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
+        """A failed start (`_failed_start`) for want of what every start borrows from the
+        machine (a process, descriptors, memory, room): the job is requeued, and the
+        cycles' starts pause (START_PAUSE, doubled at each shortage that follows), then
+        a cycle runs. Its next try no longer follows within a second, with every queued
+        job's after it, each counted, until 21 held them all."""
+        self.start_pause = (min(self.start_pause * 2, START_PAUSE_MOST) if self.start_pause
+                            else START_PAUSE)
+        self.starts_paused_until = self.clock() + self.start_pause
+        self._failed_start(job_id, attrs, why)
+        self.log(LOG_ERROR, "Server", self.host, f"job starts paused for "
+                 f"{self.start_pause:g} s: a start was short of what it needs ({why})")
 
     def _failed_start(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
         """The job's shepherd ended before it started the job (a launch hook killed
@@ -3534,6 +3564,9 @@ class Engine:
         self.control.poll()  # (suspended jobs waiting for their cpus to resume)
         self.periodic.poll(now)
         self._poll_schedulers()
+        if self.starts_paused_until and now >= self.starts_paused_until:
+            self.starts_paused_until = 0.0  # (the starts it dropped: every scheduler's)
+            self.want_cycle = True
         if self.want_cycle:
             self.cycle()
         else:

@@ -189,6 +189,56 @@ def test_a_shepherd_that_cannot_be_made_is_a_failed_start_that_says_why(
         in log, log
 
 
+def test_starts_short_of_a_process_pause_and_the_pause_doubles(engine_here, monkeypatch):
+    """A shepherd's fork refused (EAGAIN) requeued the job, and the requeue's cycle tried it
+    again at once: within a second, 21 tries held it (`job held, too many failed attempts
+    to run`), and every queued job after it. Now the cycles' starts pause, 1 s after the
+    first shortage, 2 s after the next, 4 s after the third, on the server's clock; the
+    job runs once a fork works, each try counted."""
+    import errno
+
+    from pbsplug.engine import executor
+
+    now = [1000.0]
+    eng = engine_here(clock=lambda: now[0])
+    real_request, real_fork = executor._request_file, os.fork
+    armed, tries = [], []
+
+    def request_file(folder):  # (prepare's fork comes next: only the shepherd's fails)
+        armed.append(1)
+        return real_request(folder)
+
+    def fork():
+        if armed:
+            armed.clear()
+            tries.append(now[0])
+            if len(tries) <= 3:
+                raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+        return real_fork()
+
+    monkeypatch.setattr(executor, "_request_file", request_file)
+    monkeypatch.setattr(os, "fork", fork)
+    job_id = eng.req_submit(ROOT, {}, "true\n")
+    poll_until(eng, lambda: tries, "the first try")
+    for pause in (1.0, 2.0, 4.0):
+        made = len(tries)
+        now[0] += pause - 0.01  # (the pause's end not reached: no try)
+        for _ in range(5):
+            eng.poll()
+        assert len(tries) == made, tries
+        assert eng.store.job(job_id)["job_state"] == "Q"
+        now[0] += 0.01
+        poll_until(eng, lambda: len(tries) > made, f"the try after a {pause:g} s pause")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+    attrs = eng.store.job(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 4), attrs.get("comment")
+    assert tries == [1000.0, 1001.0, 1003.0, 1007.0]
+    log = "".join(p.read_text() for p in eng.home.logs.iterdir())
+    for pause in ("1", "2", "4"):
+        assert f"job starts paused for {pause} s: a start was short of what it needs " \
+               "(its shepherd could not be made (fork)" in log, log
+
+
 def test_a_qterm_immediate_whose_kill_fails_still_stops_the_server(engine_here,
                                                                    monkeypatch):
     """qterm -t immediate stops the hook chains, then kills each job: a kill that failed
