@@ -408,7 +408,8 @@ def _slurm_unavailable(why: str) -> None:
 @pytest.fixture(scope="session")
 def real_slurm():
     """Slurm 22.05 from Debian's packages: munged, slurmctld and four slurmd as nodes n1-n4
-    in partitions debug (n1, n2), gpu (n3, n4) and all, under /tmp/pbsplug-slurm
+    in partitions debug (n1, n2; the default), gpu (n3, n4) and all, and n3, n4 in a hidden
+    partition and one only a group may use too, under /tmp/pbsplug-slurm
     (tests/adapters/slurm_cluster.py). One cluster for the whole session."""
     from .slurm_cluster import base_conf, install_packages
 

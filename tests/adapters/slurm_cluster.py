@@ -8,8 +8,10 @@ Everything lives under `ROOT` with its own slurm.conf (``SLURM_CONF``), so the m
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -22,8 +24,16 @@ ROOT = Path("/tmp/pbsplug-slurm")
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 BINARIES = ("/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/sbatch",
             "/usr/bin/scontrol")
-#: The nodes: n1, n2 in partition debug (the default), n3, n4 in gpu, all four in all.
+#: The nodes: n1, n2 in partition debug (the default), n3, n4 in gpu, all four in all; n3, n4
+#: also in `HIDDEN_PARTITION` and `GROUP_PARTITION`, which a plain squeue or sinfo of a user
+#: other than root and SlurmUser does not show (nor their jobs).
 NODES = ("n1", "n2", "n3", "n4")
+#: A partition with Hidden=YES.
+HIDDEN_PARTITION = "secret"
+#: A partition with AllowGroups=`ALLOWED_GROUP`, a group with no member on Debian (root is
+#: not in it; Slurm lets root and SlurmUser use the partition all the same).
+GROUP_PARTITION = "staffonly"
+ALLOWED_GROUP = "staff"
 FIRST_PORT = 17101
 
 
@@ -103,7 +113,27 @@ PrivateData=cloud
 PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=n[3-4] MaxTime=INFINITE State=UP
 PartitionName=all Nodes=n[1-4] MaxTime=INFINITE State=UP
+PartitionName={HIDDEN_PARTITION} Nodes=n[3-4] MaxTime=INFINITE State=UP Hidden=YES
+PartitionName={GROUP_PARTITION} Nodes=n[3-4] MaxTime=INFINITE State=UP AllowGroups={ALLOWED_GROUP}
 """
+
+
+def unprivileged_commands(folder: Path, user: str = "nobody") -> Path:
+    """`folder` made a --bin-dir whose squeue runs /usr/bin/squeue as `user` (no group of
+    root's), and whose other Slurm commands are /usr/bin's: Slurm 22.05 shows root and
+    SlurmUser the jobs of hidden partitions and of partitions their groups may not use
+    whether squeue is given ``-a`` or not, a user such as this one only with it."""
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    folder.mkdir(parents=True, exist_ok=True)
+    group = grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
+    for name in ("scontrol", "scancel", "sinfo", "sbatch"):
+        (folder / name).unlink(missing_ok=True)
+        (folder / name).symlink_to(f"/usr/bin/{name}")
+    squeue = folder / "squeue"
+    squeue.write_text(f'#!/bin/sh\nexec {setpriv} --reuid={user} --regid={group} '
+                      f'--clear-groups /usr/bin/squeue "$@"\n')
+    squeue.chmod(0o755)
+    return folder
 
 
 class SlurmCluster:

@@ -220,3 +220,56 @@ def test_suspendprogram_keeps_up_a_node_whose_only_job_is_suspended(power):
     assert f"n3 has a suspended job ({job}), not idle" in status
     cluster.run("scontrol", "resume", job)
     assert cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "resumed")
+
+
+def test_jobs_of_partitions_hidden_from_the_caller_keep_their_nodes_up(power, tmp_path):
+    """A job in a Hidden=YES partition (running on n3) and one in a partition only a group
+    may use (suspended on n4): squeue without ``-a`` leaves both out for a caller Slurm hides
+    them from, and the plugin would power their nodes off under them. The adapter's queries
+    (the vnodes' `jobs` and `suspended_jobs`) ask with ``-a``: run as such a caller (a
+    --bin-dir whose squeue runs as nobody) they still name both jobs; and the plugin keeps
+    both nodes up, its reasons naming the jobs. (Slurm 22.05 shows root and SlurmUser, the
+    programs' own users, these jobs with or without ``-a``: the plain squeue below runs as
+    nobody to show that the partitions are really hidden.)"""
+    from pbsplug.adapters import slurm_power
+    from pbsplug.adapters.slurm_read import Slurm
+
+    from .slurm_cluster import GROUP_PARTITION, HIDDEN_PARTITION, unprivileged_commands
+
+    slurm, hw = power
+    cluster = slurm.cluster
+    sleeper = "#!/bin/sh\nsleep 600\n"
+    hidden = cluster.sbatch("-p", HIDDEN_PARTITION, "-w", "n3", "-n", "1", "-o", "/dev/null",
+                            script=sleeper)
+    grouped = cluster.sbatch("-p", GROUP_PARTITION, "-w", "n4", "-n", "1", "-o",
+                             "/dev/null", script=sleeper)
+    for job in (hidden, grouped):
+        cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    cluster.run("scontrol", "suspend", grouped)
+    cluster.wait_job(grouped, lambda j: j["job_state"] == "SUSPENDED", 60, "suspended")
+    bin_dir = unprivileged_commands(tmp_path / "bin")
+    listed = {flags: cluster.run(str(bin_dir / "squeue"), *flags, "-h", "-t", "all", "-o",
+                                 "%i").stdout.split() for flags in ((), ("-a",))}
+    assert hidden not in listed[()] and grouped not in listed[()], listed
+    assert hidden in listed[("-a",)] and grouped in listed[("-a",)], listed
+    # The adapter's own queries, run as that caller.
+    ctx = type("Ctx", (), {"slurm": Slurm(str(bin_dir), str(cluster.conf))})()
+    assert slurm_power.running_jobs(ctx).get("n3") == [hidden]
+    assert slurm_power.suspended_jobs(ctx) == {"n4": [grouped]}
+    # The periodic decision (root's): n3 and n4, the only eligible nodes, are kept up.
+    _idle_for(cluster, ("n3", "n4"), 3)
+    status = slurm.top / "power-state" / "power_status.json"
+
+    def both_kept() -> bool:
+        assert slurm.pbsplug(None, "periodic", "--dir", str(slurm.dir)).stdout == ""
+        try:
+            text = status.read_text()
+        except OSError:
+            return False
+        return (f"n3 has a job ({hidden}), not idle" in text
+                and f"n4 has a suspended job ({grouped}), not idle" in text)
+
+    until(both_kept, 30, "a periodic run that kept n3 and n4 up for their jobs")
+    assert _calls(hw) == []
+    assert cluster.job(hidden)["job_state"] == "RUNNING"
+    assert cluster.job(grouped)["job_state"] == "SUSPENDED"
