@@ -342,3 +342,79 @@ def test_srun_tasks_each_get_the_launch_environment_and_a_runjob_reject_cancels_
                           check=False, timeout=120)
     assert refused.returncode != 0
     assert all("drain" not in s for s in cluster.node_states().values())
+
+
+# -- exechost_periodic ------------------------------------------------------------------------
+
+#: A plugin that notes each exechost_periodic's node and job list.
+SEEJOBS = """
+import os
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(api="1.0", events=("exechost_periodic",), freq=600)
+
+
+@hookimpl
+def exechost_periodic(event):
+    with open(os.environ.get("SLURMTEST_LOG", "/tmp/pbsplug-slurm/slurmtest.log"), "a") as fh:
+        fh.write(f"periodic {','.join(sorted(event.vnode_list))} "
+                 f"{','.join(sorted(event.job_list or ()))}\\n")
+"""
+
+
+def test_exechost_periodic_lists_the_jobs_of_partitions_hidden_from_the_caller(slurm, dists):
+    """A job in a Hidden=YES partition (running on n3) and one in a partition only a group
+    may use (suspended on n4) are in their node's exechost_periodic job list, with the
+    HealthCheckProgram's squeue run as a caller Slurm hides those partitions from (a
+    --bin-dir whose squeue runs as nobody): it asks with ``-a``. Without it such a caller
+    gets no job there, and the cpuset plugin would reap the jobs' cpusets as orphans.
+    (slurmd runs the program as root, which Slurm 22.05 shows these jobs with or without
+    ``-a``.)"""
+    from .slurm_cluster import GROUP_PARTITION, HIDDEN_PARTITION, unprivileged_commands
+
+    cluster = slurm.cluster
+    dists.add("seejobs", SEEJOBS)
+    bin_dir = unprivileged_commands(slurm.top / "bin")
+    slurm.pbsplug(site_toml("seejobs"), "install", "--apply", *slurm.options(),
+                  "--bin-dir", str(bin_dir))
+    cluster.reconfigure()
+    sleeper = "#!/bin/sh\nsleep 600\n"
+    hidden = cluster.sbatch("-p", HIDDEN_PARTITION, "-w", "n3", "-n", "1", "-o", "/dev/null",
+                            script=sleeper)
+    grouped = cluster.sbatch("-p", GROUP_PARTITION, "-w", "n4", "-n", "1", "-o",
+                             "/dev/null", script=sleeper)
+    for job in (hidden, grouped):
+        cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    cluster.run("scontrol", "suspend", grouped)
+    cluster.wait_job(grouped, lambda j: j["job_state"] == "SUSPENDED", 60, "suspended")
+    plain = cluster.run(str(bin_dir / "squeue"), "-h", "-t", "all", "-o", "%i").stdout.split()
+    assert hidden not in plain and grouped not in plain, plain  # really hidden from nobody
+
+    def job_list(node: str) -> list[str] | None:
+        """The job list of an exechost_periodic this run of the program fired (its first
+        run on a node since slurmd started fires exechost_startup instead)."""
+        before = len(_log_lines())
+        done = cluster.run(str(slurm.dir / "health_check"), check=False,
+                           env={**cluster.env, "SLURMD_NODENAME": node})
+        assert done.returncode == 0, done.stderr
+        lines = [line for line in _log_lines()[before:]
+                 if line.startswith(f"periodic {node} ")]
+        if not lines:
+            return None
+        jobs = lines[-1].split(" ", 2)[2]
+        return jobs.split(",") if jobs else []
+
+    def periodic_jobs(node: str) -> list[str]:
+        fired: list[list[str]] = []
+
+        def one() -> bool:
+            jobs = job_list(node)
+            if jobs is not None:
+                fired.append(jobs)
+            return bool(fired)
+
+        until(one, 30, f"exechost_periodic on {node}")
+        return fired[-1]
+
+    assert periodic_jobs("n3") == [hidden]
+    assert periodic_jobs("n4") == [grouped]
