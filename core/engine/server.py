@@ -2918,7 +2918,7 @@ class Engine:
                 self.log(LOG_SCHED, "Server", self.host, "the server is stopping: "
                          f"{len(result.run) - done} run decisions dropped")
                 break
-            if self.clock() < self.starts_paused_until:  # (`_short_start`: a cycle follows)
+            if self._starts_paused(self.clock()):  # (`_short_start`: a cycle follows)
                 self.log(LOG_SCHED, "Server", self.host, "job starts are paused: "
                          f"{len(result.run) - done} run decisions dropped")
                 break
@@ -3246,6 +3246,13 @@ class Engine:
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=f"Job could not start: {exc}")
 
+    def _starts_paused(self, now: float) -> bool:
+        """Whether the cycles' starts are paused at `now` (`_short_start`). A pause ends
+        at its end, or when the clock was set back past its start: it never lasts longer
+        than it was set for (a wall clock stepped back a day paused every start a day)."""
+        left = self.starts_paused_until - now
+        return 0 < left <= self.start_pause
+
     def _short_start(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
         """A failed start (`_failed_start`) for want of what every start borrows from the
         machine (a process, descriptors, memory, room): the job is requeued, and the
@@ -3564,7 +3571,7 @@ class Engine:
         self.control.poll()  # (suspended jobs waiting for their cpus to resume)
         self.periodic.poll(now)
         self._poll_schedulers()
-        if self.starts_paused_until and now >= self.starts_paused_until:
+        if self.starts_paused_until and not self._starts_paused(now):
             self.starts_paused_until = 0.0  # (the starts it dropped: every scheduler's)
             self.want_cycle = True
         if self.want_cycle:

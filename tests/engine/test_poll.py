@@ -228,7 +228,7 @@ def test_starts_short_of_a_process_pause_and_the_pause_doubles(engine_here, monk
         assert len(tries) == made, tries
         assert eng.store.job(job_id)["job_state"] == "Q"
         now[0] += 0.01
-        poll_until(eng, lambda: len(tries) > made, f"the try after a {pause:g} s pause")
+        poll_until(eng, lambda made=made: len(tries) > made, f"the try after a {pause:g} s pause")
     poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
     attrs = eng.store.job(job_id)
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 4), attrs.get("comment")
@@ -237,6 +237,16 @@ def test_starts_short_of_a_process_pause_and_the_pause_doubles(engine_here, monk
     for pause in ("1", "2", "4"):
         assert f"job starts paused for {pause} s: a start was short of what it needs " \
                "(its shepherd could not be made (fork)" in log, log
+    # A start that worked made the next pause 1 s again; a pause never outlasts its
+    # length: the clock set back an hour in one ended it, where it paused every start
+    # for the hour.
+    tries.clear()
+    other = eng.req_submit(ROOT, {}, "true\n")
+    poll_until(eng, lambda: len(tries) == 1, "the other job's first try")
+    tries.extend([0.0] * 3)  # (its next forks work)
+    assert eng.starts_paused_until == now[0] + 1
+    now[0] -= 3600
+    poll_until(eng, lambda: eng.store.job(other)["job_state"] == "F", "the other job's end")
 
 
 def test_a_qterm_immediate_whose_kill_fails_still_stops_the_server(engine_here,
