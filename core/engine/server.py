@@ -1481,7 +1481,9 @@ class Engine:
         is purged at once, any other is deleted, then purged (a running one once it has
         ended). Who may delete a job may purge it. A running job named again is killed once
         (`_delete`'s `killed`). A `LaterAnswer` when a job's execjob_preterm chain runs
-        while the server serves (`_delete`'s `_Waits`)."""
+        while the server serves (`_delete`'s `_Waits`). Once a hook of it was given up
+        for the server's stop, the ids not taken yet are refused with `STOPPING`,
+        untouched, as the request they belong to."""
         killed: dict[str, PbsError | None] = {}
         later = LaterAnswer()
         # A job named again while it waits, in any spelling (12, 12.server, 12@SERVER),
@@ -1497,6 +1499,9 @@ class Engine:
                 continue
             result = {"id": job_id}
             later.results.append(result)
+            if self.stopping:  # (a hook given up for the stop: the ids not taken yet)
+                result["error"] = PbsError(PBSE_SYSTEM, STOPPING, obj=job_id).to_dict()
+                continue
             try:
                 self._delete(caller, job_id, force, purge, killed)
             except PbsError as err:
@@ -1514,7 +1519,8 @@ class Engine:
         return later if later.missing else later.results
 
     def _delete(self, caller: Caller, job_id: str, force: bool, purge: bool = False,
-                killed: dict[str, PbsError | None] | None = None) -> None:
+                killed: dict[str, PbsError | None] | None = None,
+                preterm: Outcome | None = None) -> None:
         """qdel of one job. `killed`: the running jobs this request has killed already (or
         whose execjob_preterm refused), answered as the first time without a kill again:
         each runs execjob_preterm, writes an accounting record and signals every process of
@@ -1523,7 +1529,8 @@ class Engine:
         of each, minutes for a job of a few thousand threads. With `defer_answers`, an
         execjob_preterm chain with a pbsuser hook, which the job's owner may make slow,
         runs while the server serves: `_Waits` is raised, and the qdel is answered when
-        the chain is over (`_preterm_done`)."""
+        the chain is over (`_preterm_done`). `preterm`: the job's execjob_preterm outcome
+        when its hooks were fired already (an array's qdel: `_array_preterms`)."""
         given, job_id = job_id, self._full_id(job_id)
         named = arrays.named(job_id)
         if named is not None and (not named.single or self.store.job(job_id) is None):
@@ -1568,17 +1575,16 @@ class Engine:
                 # The job's owner may make this chain slow: it runs while the server
                 # serves, and the qdel is answered when it is over (`_preterm_done`).
                 start = self.defer_answers and self._owner_runs("execjob_preterm")
-                outcome = self._job_event(job_id, "execjob_preterm", start, lambda _: None,
-                                          caller, job=Job(job_id, attrs),
-                                          vnode_list=self._job_vnodes(attrs))
+                outcome = preterm if preterm is not None else \
+                    self._job_event(job_id, "execjob_preterm", start, lambda _: None,
+                                    caller, job=Job(job_id, attrs),
+                                    vnode_list=self._job_vnodes(attrs))
                 if isinstance(outcome, _Chain):
                     outcome.done = functools.partial(self._preterm_done, caller, job_id,
                                                      purge, outcome)
                     raise _Waits(outcome)
                 if stopped(outcome, self.stopping):  # (the stop's: the job runs on)
-                    self.log(LOG_JOB, "Job", job_id, "its execjob_preterm hooks were "
-                             "stopped: the server is stopping; the qdel is refused, and "
-                             "the job runs on")
+                    self._log_preterm_stopped(job_id)
                     if killed is not None:  # (named again: the same answer, no preterm)
                         killed[job_id] = PbsError(PBSE_SYSTEM, STOPPING, obj=job_id)
                     refuse_if_stopped(outcome, self.stopping, job_id)
@@ -1593,6 +1599,46 @@ class Engine:
             return
         self._drop(job_id, attrs, f"{DELETED_BY}{caller.user}@{self.host}",
                    purge_by=f"{caller.user}@{self.host}" if purge else None)
+
+    def _log_preterm_stopped(self, job_id: str) -> None:
+        self.log(LOG_JOB, "Job", job_id, "its execjob_preterm hooks were stopped: the "
+                 "server is stopping; the qdel is refused, and the job runs on")
+
+    def _preterm_here(self, job_id: str, attrs: Mapping[str, Any], force: bool) -> bool:
+        """Whether a qdel of job `job_id` fires its execjob_preterm hooks in the server's
+        thread (`_delete`): not forced, the job running (launched, no chain of it started,
+        its end not going on by itself, its run not being ended for a requeue), and no
+        pbsuser hook in the chain that makes it run while the server serves."""
+        return not force and attrs.get("job_state") in ("R", "E", "S") and \
+            job_id in self.launches and job_id not in self.chains and \
+            not self._ends_alone(job_id) and \
+            (self.store.runtime(job_id) or {}).get("end_reason") != "requeue" and \
+            not (self.defer_answers and self._owner_runs("execjob_preterm"))
+
+    def _array_preterms(self, caller: Caller, job_id: str, array_job: str,
+                        indices: list[int] | None, force: bool) -> dict[str, Outcome]:
+        """The execjob_preterm outcomes of an array qdel's running subjobs (of `indices`,
+        or all) whose hooks fire in the server's thread (`_preterm_here`), fired before
+        anything of the deletion is recorded, in the order the subjobs are then deleted
+        (`Arrays.delete`). One the server's stop gave up refuses the qdel (`job_id`) with
+        `STOPPING`, nothing of it done: no D record, its queued indices kept, its subjobs
+        running on, and no later subjob's hooks fired (the stop would give them up too).
+        (Fired as each subjob was deleted, the qdel was refused so with the array's D
+        written and its queued indices gone: half done, answered as not done.)"""
+        wanted = None if indices is None else set(indices)
+        outcomes: dict[str, Outcome] = {}
+        for sub, lean in self.store.subjobs(array_job).items():
+            if wanted is not None and lean.get("array_index") not in wanted or \
+                    not self._preterm_here(sub, lean, force):
+                continue
+            attrs = self._job(sub)
+            outcome = self._event("execjob_preterm", caller, job=Job(sub, attrs),
+                                  vnode_list=self._job_vnodes(attrs))
+            if stopped(outcome, self.stopping):
+                self._log_preterm_stopped(sub)
+                refuse_if_stopped(outcome, self.stopping, job_id)
+            outcomes[sub] = outcome
+        return outcomes
 
     def _preterm_done(self, caller: Caller, job_id: str, purge: bool, chain: _Chain,
                       outcome: Outcome) -> None:
@@ -1725,7 +1771,9 @@ class Engine:
         all once every subjob named is taken. A subjob's error (its preterm's refusal)
         stops no other: each is taken, and the answer is the first error, as PBS's server
         answers an array's qdel with the first of its subjobs' errors to come (a later one
-        is not copied over it: read in its source, reply_send)."""
+        is not copied over it: read in its source, reply_send). The running subjobs'
+        preterm hooks run in the server's thread fire before anything is recorded
+        (`_array_preterms`), so one the server's stop gives up refuses the qdel whole."""
         array_job = arrays.array_id(named.number, job_id.split(".", 1)[-1])
         attrs = self.store.job(array_job)
         if attrs is None or not attrs.get("array"):
@@ -1749,7 +1797,8 @@ class Engine:
                 raise PbsError(PBSE_IVALREQ, obj=job_id)
             if named.single and self._job(job_id)["job_state"] in ("F", "X"):
                 raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)  # (a range lets it be)
-        else:
+        preterms = self._array_preterms(caller, job_id, array_job, indices, force)
+        if named.whole:
             self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of "
                      f"{caller.user}@{self.host}")
             self.accounting.deleted(array_job, f"{caller.user}@{self.host}")  # (PBS's D)
@@ -1768,7 +1817,7 @@ class Engine:
             if not named.single and self._ends_alone(sub):
                 continue  # (it ends by itself: PBS lets an exiting subjob be, but named)
             try:
-                self._delete(caller, sub, force, purge)
+                self._delete(caller, sub, force, purge, preterm=preterms.get(sub))
             except _Waits as waits:
                 chains.extend(waits.chains)
             except PbsError as err:

@@ -414,3 +414,59 @@ def test_a_pbs_rdel_of_a_reservation_not_begun_whose_resv_end_hook_the_stop_gave
     assert again.store.get("resv", resv_id) is None
     assert (root / "ran").read_text() == "resv_end\n" * 2
     assert _kinds(again, resv_id) == ["U", "Y", "k"]
+def test_an_arrays_qdel_whose_subjobs_preterm_the_stop_gave_up_is_refused_with_nothing_done(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # The array's D was written, its queued indices gone and its deleted_by stored before
+    # the running subjob's preterm was given up, and the qdel was answered 15010 all the
+    # same: half the request done, answered as not done. The running subjobs' preterm hooks
+    # now run before anything of the deletion is recorded.
+    root = engine_root
+    eng = _engine(engine_here, register_plugin, sigterm_stops, "execjob_preterm", root)
+    ncpus = sum(int(v.resources_available.get("ncpus", 0)) for v in eng._vnodes().values())
+    array = eng.req_submit(ROOT, {"Job_Name": "a", "array_indices_submitted":
+                                  f"1-{ncpus + 1}"}, "sleep 600\n")
+    subjobs = [array.replace("[]", f"[{i}]") for i in range(1, ncpus + 1)]
+    poll_until(eng, lambda: all(s in eng.launches for s in subjobs), "the subjobs' runs")
+    remaining = eng.store.job(array)["array_indices_remaining"]
+    assert remaining == str(ncpus + 1), remaining  # (one index queued, not instantiated)
+    (root / "stop").touch()
+    answers = eng.req_delete(ROOT, [array, subjobs[0]])
+    assert eng.stopping
+    assert [(a["error"]["code"], a["error"]["message"]) for a in answers] == [
+        (PBSE_SYSTEM, STOPPED)] * 2, answers
+    attrs = eng.store.job(array)
+    assert attrs["array_indices_remaining"] == remaining, attrs  # nothing of it done
+    assert "deleted_by" not in (eng.store.runtime(array) or {})
+    assert all(eng.store.job(s)["job_state"] == "R" and s in eng.launches for s in subjobs)
+    assert "D" not in _kinds(eng, array) and not any("D" in _kinds(eng, s) for s in subjobs)
+    log = _log(eng)
+    assert "to be deleted" not in log and "encountered an exception" not in log, log
+    assert "its execjob_preterm hooks were stopped: the server is stopping; the qdel is " \
+           "refused, and the job runs on" in log, log
+    assert (root / "ran").read_text() == "execjob_preterm\n"  # (the first given up: no more)
+    eng.close()
+    (root / "stop").unlink()
+    (root / "go").touch()
+    again = engine_here()
+    assert all(s in again.launches for s in subjobs)  # adopted
+    assert again.req_delete(ROOT, [array]) == [{"id": array}]
+    poll_until(again, lambda: again.store.job(array)["job_state"] == "F", "the array's end")
+    assert _kinds(again, array).count("D") == 1, _kinds(again, array)
+
+
+def test_a_qdel_list_refuses_the_jobs_after_a_preterm_the_stop_gave_up_untouched(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # The held job named after the refused one was deleted by a server that had just
+    # answered the request's first job 'the server is stopping'.
+    root = engine_root
+    eng = _engine(engine_here, register_plugin, sigterm_stops, "execjob_preterm", root)
+    held = eng.req_submit(ROOT, {"Job_Name": "h", "Hold_Types": "u"}, "true\n")
+    running = eng.req_submit(ROOT, {"Job_Name": "r"}, "sleep 600\n")
+    poll_until(eng, lambda: running in eng.launches, "the job's run")
+    (root / "stop").touch()
+    answers = eng.req_delete(ROOT, [running, held])
+    assert [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers] == [
+        (running, PBSE_SYSTEM, STOPPED), (held, PBSE_SYSTEM, STOPPED)], answers
+    assert eng.store.job(held)["job_state"] == "H"
+    assert "D" not in _kinds(eng, held)
+    (root / "go").touch()
