@@ -1481,10 +1481,11 @@ class Engine:
         is purged at once, any other is deleted, then purged (a running one once it has
         ended). Who may delete a job may purge it. A running job named again is killed once
         (`_delete`'s `killed`). A `LaterAnswer` when a job's execjob_preterm chain runs
-        while the server serves (`_delete`'s `_Waits`). Once a hook of it was given up
-        for the server's stop, the ids not taken yet are refused with `STOPPING`,
+        while the server serves (`_delete`'s `_Waits`). Once the server's stop lands in
+        a hook of it (one given up), the ids not taken yet are refused with `STOPPING`,
         untouched, as the request they belong to."""
         killed: dict[str, PbsError | None] = {}
+        stopping_before = self.stopping  # (a request made in the server's process: tests)
         later = LaterAnswer()
         # A job named again while it waits, in any spelling (12, 12.server, 12@SERVER),
         # shares its result, and a chain waited for has one waiter for the request (a
@@ -1499,7 +1500,7 @@ class Engine:
                 continue
             result = {"id": job_id}
             later.results.append(result)
-            if self.stopping:  # (a hook given up for the stop: the ids not taken yet)
+            if self.stopping and not stopping_before:  # (the stop landed in a hook of it)
                 result["error"] = PbsError(PBSE_SYSTEM, STOPPING, obj=job_id).to_dict()
                 continue
             try:
