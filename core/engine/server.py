@@ -476,6 +476,9 @@ class Engine:
                 seq = job_id.split(".")[0]
                 launch = executor.Launch.recorded(self.home.jobs / f"{seq}.status",
                                                   self.home.tmp / f"pbs.{job_id}")
+            if launch is None and self._deleted_already(runtime or {}):
+                self._deleted_unended(job_id, attrs, runtime or {})
+                continue
             if launch is None:  # it never ran: queue it again, whatever its Rerunable
                 attrs["run_count"] = max(0, int(attrs.get("run_count", 1)) - 1)
                 self._requeue(job_id, attrs, "Job requeued after a server restart: it had "
@@ -495,6 +498,25 @@ class Engine:
                 self._lost(job_id, attrs, "its shepherd is gone")
             else:
                 self.launches[job_id] = launch  # _poll_jobs finishes it
+
+    def _deleted_unended(self, job_id: str, attrs: dict[str, Any],
+                         runtime: Mapping[str, Any]) -> None:
+        """A job `_recover` finds R (or E) with no launch whose deletion was written (its
+        D record, the mark of `_record_deletion`) but whose end was not (a qdel in its
+        prologue, the disk full again after its D): finished as the qdel that comes next
+        finishes it (`_delete_in_prologue`): deleted, its end hooks run, no second D
+        record, log line or execjob_abort. It was requeued as a job that had not started,
+        and a job its user deleted ran again."""
+        deleted = runtime.get("deleted")
+        reason = runtime.get("end_reason")
+        if isinstance(reason, str) and reason.startswith("Job deleted"):
+            comment = reason
+        else:  # (an older pbsplug's mark, True, named no one)
+            comment = f"{DELETED_BY}{deleted if isinstance(deleted, str) else 'unknown'}"
+        self.log(LOG_JOB, "Job", job_id, "job deleted before a server restart, its end "
+                 "not written: it ends so")
+        self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
+                     comment=comment)
 
     def set_aside(self) -> int:
         """Jobs and vnodes with a stored value the server cannot use (written by an older
@@ -1722,10 +1744,12 @@ class Engine:
         the job is over (`_purge_at_end`).
         `end_reason` ``"unless_set"`` makes the deletion the run's end reason unless it has
         one (a qrerun's requeue, a limit's kill stands), ``"replaced"`` whatever it had;
-        None leaves it."""
+        None leaves it. The mark names who deleted the job: a job marked but not ended
+        (its end could not be written) ends deleted by them at the server's next start
+        (`_recover`), never run again."""
         who = f"{caller.user}@{self.host}"
         with self.store.transaction() as st:
-            runtime = {**(st.runtime(job_id) or {}), "deleted": True}
+            runtime = {**(st.runtime(job_id) or {}), "deleted": who}
             if end_reason == "replaced" or (end_reason == "unless_set"
                                            and runtime.get("end_reason") is None):
                 runtime["end_reason"] = f"{DELETED_BY}{who}"

@@ -838,3 +838,58 @@ def test_a_start_short_of_inodes_is_a_failed_start_and_runs_once_there_are(
             path.unlink(missing_ok=True)
         eng.runner.reap()
         eng.close()
+
+
+def test_a_deletion_written_whose_end_was_not_ends_deleted_at_a_restart(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """A qdel in a job's pbsuser prologue whose deletion was written (its D record, its
+    execjob_abort) but whose end then was not (the disk full again), and the server closed
+    before another qdel: its next start found the job R with no launch and requeued it as
+    one that had not started, and a job its user deleted ran again. It ends deleted at the
+    start now, as the next qdel would end it: its end hooks run, one D, one execjob_abort."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    work.chmod(0o777)
+    seen = _prologue_held(work, register_plugin)
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    again = None
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
+        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        real = eng._record_deletion
+
+        def full_after_it(*args, **kwargs):  # (as another process takes the room)
+            real(*args, **kwargs)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+
+        monkeypatch.setattr(eng, "_record_deletion", full_after_it)
+        [first] = eng.req_delete(root, [job_id])
+        assert first["error"]["code"] == PBSE_SYSTEM, first
+        assert eng.store.job(job_id)["job_state"] == "R"
+        eng.runner.reap()
+        eng.close()
+        (small_home / "fill").unlink()  # room again
+        again = Engine(Home(small_home), plugins=pbsplug_plugins)
+        attrs = again.store.job(job_id)
+        assert attrs["job_state"] == "F", attrs
+        assert attrs["comment"] == f"Job deleted at request of root@{again.host}", attrs
+        assert attrs["run_count"] == 1, attrs
+        records = [line.split(";")[1] for line in "".join(
+            p.read_text() for p in sorted(again.home.accounting.iterdir())).splitlines()
+            if f";{job_id};" in line]
+        assert records == ["Q", "S", "D", "E"], records
+        ran = seen.read_text().split()  # (its end hooks again, as the next qdel runs them)
+        assert ran.count("execjob_abort") == 1, ran
+        assert ran[-1] == "execjob_end", ran
+    finally:
+        (work / "go").touch()
+        for engine in (eng, again):
+            if engine is not None:
+                engine.runner.reap()
+                engine.close()
+        shutil.rmtree(work, ignore_errors=True)
+
