@@ -1616,9 +1616,7 @@ class Engine:
                     if killed is not None:
                         killed[job_id] = refused
                     raise refused
-            if killed is not None:
-                killed[job_id] = None
-            self._kill_deleted(caller, job_id, attrs, purge)
+            self._kill_deleted(caller, job_id, attrs, purge, killed)
             return
         self._drop(job_id, attrs, f"{DELETED_BY}{caller.user}@{self.host}",
                    purge_by=f"{caller.user}@{self.host}" if purge else None)
@@ -1689,18 +1687,23 @@ class Engine:
             chain.answer(None)
 
     def _kill_deleted(self, caller: Caller, job_id: str, attrs: dict[str, Any],
-                      purge: bool) -> None:
-        """A qdel's kill of a running job (its execjob_preterm accepted, or not run)."""
-        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
-                 f"{self.host}")
-        self.accounting.deleted(job_id, f"{caller.user}@{self.host}")
+                      purge: bool, killed: dict[str, PbsError | None] | None = None
+                      ) -> None:
+        """A qdel's kill of a running job (its execjob_preterm accepted, or not run): the
+        kill (its end reason, Exit_status) is written with the deletion (`_record_deletion`)
+        before the log line, the D record and any signal: the log line and D were written
+        before the kill's store write, so a qdel refused for a full disk (15010) logged
+        and wrote them, and its retry again (two D records for one deletion), the job
+        signalled by a refused qdel. Each qdel that is not refused writes its own, as
+        PBS's server does (a qdel again, below kill_delay)."""
+        why = f"{DELETED_BY}{caller.user}@{self.host}"
         # (OpenPBS 23.06 gives an interactive job qdel ends Exit_status 0, checked)
-        self._kill(job_id, f"{DELETED_BY}{caller.user}@{self.host}",
-                   exit_status=0 if attrs.get("interactive") else None)
+        exit_status = 0 if attrs.get("interactive") else None
+        self._record_deletion(caller, job_id, purge, killed, kill=functools.partial(
+            _killed_runtime, why=why, exit_status=exit_status))
+        self._kill(job_id, why, exit_status=exit_status, written=True)
         if attrs["job_state"] == "S":  # (woken, to take its SIGTERM)
             self.control.continue_killed(job_id)
-        if purge:
-            self._purge_at_end(caller, job_id)
 
     def _purge_at_end(self, caller: Caller, job_id: str) -> None:
         """qdel -x of a job that is not over yet: its runtime keeps who asked, through a
@@ -1729,8 +1732,8 @@ class Engine:
 
     def _record_deletion(self, caller: Caller, job_id: str, purge: bool = False,
                          killed: dict[str, PbsError | None] | None = None, note: str = "",
-                         end_reason: Literal["unless_set", "replaced"] | None = None
-                         ) -> None:
+                         end_reason: Literal["unless_set", "replaced"] | None = None,
+                         kill: Callable[[dict[str, Any]], Any] | None = None) -> None:
         """The bookkeeping of a qdel that deletes a job without killing it (a qrerun is
         ending its run, `_delete_requeued`; its prologue is stopped, `_delete_in_prologue`;
         its end hooks run, `_delete_exiting`; its run ended while its execjob_preterm
@@ -1744,15 +1747,18 @@ class Engine:
         the job is over (`_purge_at_end`).
         `end_reason` ``"unless_set"`` makes the deletion the run's end reason unless it has
         one (a qrerun's requeue, a limit's kill stands), ``"replaced"`` whatever it had;
-        None leaves it. The mark names who deleted the job: a job marked but not ended
-        (its end could not be written) ends deleted by them at the server's next start
-        (`_recover`), never run again."""
+        None leaves it. `kill`, given the runtime, writes a qdel's kill of the running
+        job in the same transaction (`_kill_deleted`). The mark names who deleted the job:
+        a job marked but not ended (its end could not be written) ends deleted by them at
+        the server's next start (`_recover`), never run again."""
         who = f"{caller.user}@{self.host}"
         with self.store.transaction() as st:
             runtime = {**(st.runtime(job_id) or {}), "deleted": who}
             if end_reason == "replaced" or (end_reason == "unless_set"
                                            and runtime.get("end_reason") is None):
                 runtime["end_reason"] = f"{DELETED_BY}{who}"
+            if kill is not None:
+                kill(runtime)
             st.set_runtime(job_id, runtime)
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}{note}")
         if killed is not None:  # (once written: a refused one is not answered again)
@@ -1823,12 +1829,6 @@ class Engine:
             if named.single and self._job(job_id)["job_state"] in ("F", "X"):
                 raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)  # (a range lets it be)
         preterms = self._array_preterms(caller, job_id, array_job, indices, force)
-        if named.whole:
-            self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of "
-                     f"{caller.user}@{self.host}")
-            self.accounting.deleted(array_job, f"{caller.user}@{self.host}")  # (PBS's D)
-            if purge:  # (gone with its subjobs once it is over: `Arrays.end_if_over`)
-                self._purge_at_end(caller, array_job)
         if purge:  # (its subjobs over already go now, as PBS's server purges them)
             purged = None if indices is None else set(indices)
             self._purge_rows(caller, {
@@ -1837,8 +1837,15 @@ class Engine:
                     purged is None or sub_attrs.get("array_index") in purged)})
         chains: list[_Chain] = []
         error: PbsError | None = None
-        for sub in self.arrays.delete(f"{caller.user}@{self.host}", array_job, attrs,
-                                      indices):
+        subs = self.arrays.delete(f"{caller.user}@{self.host}", array_job, attrs, indices)
+        if indices is None:  # (logged and written once the array's deletion is: a qdel
+            # refused for a full disk logged it and wrote its D, and its retry again)
+            self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of "
+                     f"{caller.user}@{self.host}")
+            self.accounting.deleted(array_job, f"{caller.user}@{self.host}")  # (PBS's D)
+            if purge:  # (gone with its subjobs once it is over: `Arrays.end_if_over`)
+                self._purge_at_end(caller, array_job)
+        for sub in subs:
             if not named.single and self._ends_alone(sub):
                 continue  # (it ends by itself: PBS lets an exiting subjob be, but named)
             try:
@@ -3555,7 +3562,7 @@ class Engine:
         return self._queue_kill_delay((self.store.job(job_id, lean=True) or {}).get("queue"))
 
     def _kill(self, job_id: str, why: str, over: lifecycle.OverLimit | None = None,
-              exit_status: int | None = None) -> None:
+              exit_status: int | None = None, written: bool = False) -> None:
         """SIGTERM now, SIGKILL after the job's kill_delay (`_kill_delay`), as PBS's MoM
         ends a job deleted or over a limit; `why` becomes the job's comment (``requeue``
         requeues it when it ends). A job `over` a limit gets PBS's note in its error file
@@ -3564,7 +3571,8 @@ class Engine:
         being killed keeps the Exit_status its first kill gave it (a limit's -29 or -28)
         unless it is now requeued: OpenPBS 23.06.06 ended a job qdel'ed while it was being
         killed for its walltime with Exit_status -29 and the deletion's comment, D record
-        and substate (measured)."""
+        and substate (measured). `written`: the caller wrote the kill already
+        (`_killed_runtime`, in its own transaction: a qdel's, `_kill_deleted`)."""
         launch = self.launches.get(job_id)
         if launch is None:
             return
@@ -3580,19 +3588,12 @@ class Engine:
         # otherwise put it off for ever (past the walltime of a job that ignores SIGTERM).
         deadline = self.clock() + self._kill_delay(job_id, self.store.runtime(job_id))
         self.kills[job_id] = min(self.kills.get(job_id, deadline), deadline)
-        with self.store.transaction() as st:
-            runtime = st.runtime(job_id) or {}
-            # (an end_reason: this run is being killed already)
-            kept = runtime.get("end_reason") is not None and why != "requeue" and \
-                "exit_status" in runtime
-            runtime["end_reason"] = why
-            if over is not None:
-                runtime["exit_status"] = over.exit_status
-            elif exit_status is not None and not kept:
-                runtime["exit_status"] = exit_status
-            elif not kept:
-                runtime.pop("exit_status", None)
-            st.set_runtime(job_id, runtime)
+        if written:
+            runtime = self.store.runtime(job_id) or {}
+        else:
+            with self.store.transaction() as st:
+                runtime = _killed_runtime(st.runtime(job_id) or {}, why, over, exit_status)
+                st.set_runtime(job_id, runtime)
         self._signal_attached(runtime, signal.SIGTERM)
 
     def _signal_attached(self, runtime: dict[str, Any], sig: int) -> None:
@@ -4383,6 +4384,25 @@ def _shell_path(spec: Any, host: str) -> str | None:
         if not where and path:
             default = path
     return default
+
+
+def _killed_runtime(runtime: dict[str, Any], why: str,
+                    over: lifecycle.OverLimit | None = None,
+                    exit_status: int | None = None) -> dict[str, Any]:
+    """`runtime` (changed, and returned) with a kill of its run (`Engine._kill`): its end
+    reason `why`, and its Exit_status: a limit's, `exit_status`, or the first kill's kept
+    (a qdel during a walltime kill keeps -29) unless this one requeues the run."""
+    # (an end_reason: this run is being killed already)
+    kept = runtime.get("end_reason") is not None and why != "requeue" and \
+        "exit_status" in runtime
+    runtime["end_reason"] = why
+    if over is not None:
+        runtime["exit_status"] = over.exit_status
+    elif exit_status is not None and not kept:
+        runtime["exit_status"] = exit_status
+    elif not kept:
+        runtime.pop("exit_status", None)
+    return runtime
 
 
 def _submitted_runtime(runtime: Any) -> dict[str, Any] | None:

@@ -893,3 +893,79 @@ def test_a_deletion_written_whose_end_was_not_ends_deleted_at_a_restart(
                 engine.close()
         shutil.rmtree(work, ignore_errors=True)
 
+
+def test_a_qdel_of_a_running_job_refused_for_a_full_disk_logs_and_writes_nothing(
+        small_home, pbsplug_plugins, monkeypatch):
+    """A qdel of a running job logged 'Job to be deleted' and wrote its D record before it
+    wrote the kill: on a full disk that write failed and the qdel was refused (15010), the
+    job signalled all the same, and the next qdel logged and wrote them again, two D
+    records for one deletion. The deletion and its kill are written first now: a refused
+    qdel logs, writes and signals nothing, and the one that deletes the job does it once."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {}, "exec sleep 300\n")
+        poll_until(eng, lambda: job_id in eng.launches, "the job to run")
+        _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+        said = _logged(eng, monkeypatch)
+        written: list[str] = []
+        real = eng.accounting.deleted
+        monkeypatch.setattr(eng.accounting, "deleted", lambda job, who: (
+            written.append(job), real(job, who)))
+        [first] = eng.req_delete(root, [job_id])
+        assert first["error"]["code"] == PBSE_SYSTEM, first
+        assert not [s for s in said if "Job to be deleted" in s], said
+        assert written == [], "a refused qdel wrote a D record"
+        assert job_id not in eng.kills, "a refused qdel killed the job"
+        (small_home / "fill").unlink()  # room again
+        [second] = eng.req_delete(root, [job_id])
+        assert second.get("error") is None, second
+        poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+        attrs = eng.store.job(job_id)
+        assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
+        assert [s for s in said if "Job to be deleted" in s] == [
+            f"{job_id};Job to be deleted at request of root@{eng.host}"], said
+        assert written == [job_id]
+        records = "".join(p.read_text() for p in eng.home.accounting.iterdir())
+        assert records.count(f";D;{job_id};") == 1, records
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
+def test_an_array_qdel_refused_for_a_full_disk_logs_and_writes_nothing(
+        small_home, pbsplug_plugins, monkeypatch):
+    """``qdel 12[]`` logged 'Job to be deleted' and wrote the array's D record before it
+    wrote the array's deletion: refused for a full disk (15010), the next qdel logged and
+    wrote them again. They come once the deletion is written now."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        array = eng.req_submit(root, {"Hold_Types": "u", "array_indices_submitted": "1-3"},
+                               "true\n")
+        _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+        said = _logged(eng, monkeypatch)
+        written: list[str] = []
+        real = eng.accounting.deleted
+        monkeypatch.setattr(eng.accounting, "deleted", lambda job, who: (
+            written.append(job), real(job, who)))
+        [first] = eng.req_delete(root, [array])
+        assert first["error"]["code"] == PBSE_SYSTEM, first
+        assert not [s for s in said if "Job to be deleted" in s], said
+        assert written == [], "a refused qdel wrote a D record"
+        (small_home / "fill").unlink()  # room again
+        [second] = eng.req_delete(root, [array])
+        assert second.get("error") is None, second
+        assert eng.store.job(array)["job_state"] == "F"
+        assert [s for s in said if "Job to be deleted" in s] == [
+            f"{array};Job to be deleted at request of root@{eng.host}"], said
+        assert written == [array]
+    finally:
+        eng.runner.reap()
+        eng.close()
