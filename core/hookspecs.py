@@ -169,7 +169,9 @@ def periodic(event: Event) -> None:
     their ids (pbsplug's addition, read-only): as PBS's server does, the engine releases a
     suspended job's cpus, so its vnodes' ``jobs`` and ``resources_assigned`` no longer show
     it, though its resume needs them. Vnode changes apply even when the hook rejects.
-    Reject: logged as ``periodic request rejected by '<hook>'``.
+    What the server derives (``jobs``, ``resources_assigned``, ``resv``, ``suspended_jobs``,
+    job-busy and the other derived states) a hook may write, no error, but the write is
+    not kept, in a replay too. Reject: logged as ``periodic request rejected by '<hook>'``.
     """
 
 

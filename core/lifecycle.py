@@ -384,6 +384,30 @@ def finished_substate(exit_status: int, comment: str | None = None) -> int:
     return 93 if exit_status != 0 else 92
 
 
+# -- a hook's vnode changes ------------------------------------------------------------------
+#: A vnode's states the server works out from its jobs and reservations; a hook's are dropped.
+DERIVED_VNODE_STATES = frozenset({"job-busy", "job-exclusive", "resv-exclusive"})
+#: A vnode's attributes the server works out from its jobs and reservations (the periodic
+#: event's `units.SUSPENDED_JOBS` from the suspended ones), and its name: never stored.
+DERIVED_VNODE_ATTRS = frozenset({"resources_assigned", "jobs", "resv", "name",
+                                 units.SUSPENDED_JOBS})
+
+
+def hook_vnode_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """What is kept of a hook's `changes` to one vnode (its ``Outcome.changes`` entry):
+    neither the attributes nor the states the server derives (`DERIVED_VNODE_ATTRS`,
+    `DERIVED_VNODE_STATES`), nor the runner's own marks (``_new``). A hook may write them,
+    no error, as it may any attribute; they are worked out again for the next event. The
+    ``state`` left is sorted, ``free`` when nothing else is set. The engine and the
+    simulator both apply what this gives."""
+    kept = {k: v for k, v in changes.items()
+            if not k.startswith("_") and k not in DERIVED_VNODE_ATTRS}
+    if "state" in kept:
+        states = set(str(kept["state"]).split(",")) - DERIVED_VNODE_STATES - {"", "free"}
+        kept["state"] = ",".join(sorted(states)) or "free"
+    return kept
+
+
 def when(epoch: float) -> str:
     """PBS's comment time: ``Mon Nov 23 at 01:53``."""
     return _minute(int(epoch) // 60, time.tzname, time.timezone)

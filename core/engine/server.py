@@ -184,11 +184,6 @@ PBSE_NODESPLACE = 15110  # (Cannot be used with select or place: nodes)
 PBSE_BADDEPEND = 15054
 #: PBS's words when a ``before*`` names a job that was never given an ``on:`` count.
 BEFORE_REFUSED = "Dependency request for job rejected by "
-#: Vnode states and attributes the engine works out from the running (and, for the
-#: periodic event's `units.SUSPENDED_JOBS`, suspended) jobs; never stored.
-_DERIVED_STATES = frozenset({"job-busy", "job-exclusive", "resv-exclusive"})
-_DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "resv", "name",
-                            units.SUSPENDED_JOBS})
 #: A vnode's states in the order PBS lists them (``offline,job-busy``,
 #: ``job-busy,resv-exclusive``; OpenPBS 23.06's table); others after, as they came.
 _STATE_ORDER = {name: rank for rank, name in enumerate((
@@ -3369,18 +3364,14 @@ class Engine:
 
     def _apply_vnode_changes(self, outcome: Outcome) -> None:
         """A host or periodic hook's vnode changes (not after an error or alarm). A vnode the
-        hook added (exechost_startup) is created; states the engine derives from the jobs
-        (job-busy, job-exclusive) are not stored."""
+        hook added (exechost_startup) is created; the states and attributes the engine derives
+        from the jobs (job-busy, ``jobs``...) are not stored (`lifecycle.hook_vnode_changes`)."""
         if outcome.kind in ("error", "alarm"):
             return
         world = None
         for name, changes in (outcome.changes.get("vnode_list") or {}).items():
             new_vnode = bool(changes.get("_new"))
-            changes = {k: v for k, v in changes.items()
-                       if not k.startswith("_") and k not in _DERIVED_ATTRS}
-            if "state" in changes:
-                states = set(str(changes["state"]).split(",")) - _DERIVED_STATES - {""}
-                changes["state"] = ",".join(sorted(states - {"free"})) or "free"
+            changes = lifecycle.hook_vnode_changes(changes)  # (the simulator's too)
             old = self.store.get("node", name)
             if old is None and new_vnode:
                 problem = (None if outcome.event == "exechost_startup" else

@@ -1879,13 +1879,8 @@ class Simulator:
             attrs = self.vnode_attrs.get(name)
             if attrs is None:
                 continue  # a replay's machine is the platform's: hooks add no vnodes
-            changes = {k: v for k, v in changes.items()
-                       if not k.startswith("_") and k not in ("resources_assigned", "jobs",
-                                                              "name")}
+            changes = lifecycle.hook_vnode_changes(changes)  # (as the engine keeps them)
             if "state" in changes:
-                states = set(str(changes["state"]).split(",")) - {"job-busy", "job-exclusive",
-                                                                  "resv-exclusive", ""}
-                changes["state"] = ",".join(sorted(states - {"free"})) or "free"
                 if changes["state"] != attrs["state"]:
                     changes["last_state_change_time"] = int(self.now)
             had = _ncpus(attrs)

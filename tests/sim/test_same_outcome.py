@@ -10,14 +10,17 @@ import sys
 
 import pytest
 
+from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.errors import PbsError
+from pbsplug.engine.home import Home
+from pbsplug.engine.server import Engine
 from pbsplug.engine.testing import LocalEngine, make_root, remove_root
 from pbsplug.sim.engine import Simulator, policy_settings
 from pbsplug.sim.machine import uniform
 from pbsplug.sim.records import COMPLETED, FAILED, REJECTED, TraceJob
 from pbsplug.units import format_duration
 
-from .helpers import Sink
+from .helpers import Sink, guard_periodic_runs
 
 #: Each job is told by its walltime: 111 s is refused at submission, 333 s refused by its
 #: first execjob_begin (requeued, run again), 444 s deleted by execjob_begin, 555 s asks
@@ -121,3 +124,64 @@ def test_one_plugin_has_the_same_outcome_on_the_engine_and_in_the_simulator(
     register_plugin(same_plugin, "same", isolation="inprocess")
     assert sim_outcomes(pbsplug_plugins, tmp_path) == EXPECTED
     assert engine_outcomes(dists) == EXPECTED
+
+
+#: What a vnode carries that the engine works out from the jobs and reservations: a hook
+#: may write them (no error), but neither the engine nor a replay keeps the write.
+DERIVED = ("jobs", "resv", "suspended_jobs")
+
+
+class DerivedWriter:
+    """A periodic hook that notes what the first vnode (by name) reads for each of
+    `DERIVED`, then writes each of them."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.seen: list[dict[str, object]] = []
+
+    @hookimpl
+    def periodic(self, event):
+        vnode = event.vnode_list[min(event.vnode_list)]
+        self.seen.append({attr: vnode.get(attr) for attr in DERIVED})
+        vnode.jobs = ["9.elsewhere/0"]
+        vnode.resv = "R9.elsewhere"
+        vnode.suspended_jobs = ["9.elsewhere"]
+        vnode.comment = "written"  # (a change of its own, kept: the hook's writes count)
+
+
+def test_a_hooks_write_to_a_vnodes_derived_attributes_is_dropped_on_the_engine_and_in_a_replay(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """A periodic hook writes a vnode's jobs, resv and suspended_jobs, which the engine
+    derives and never stores (`lifecycle.hook_vnode_changes`): the write is no error, and
+    the hook's next run reads them as derived again, on the engine and in a replay alike.
+    The replay kept resv and suspended_jobs, which its vnodes then carried for good."""
+    hook = DerivedWriter()
+    register_plugin(hook, "derived", isolation="inprocess", freq=3600)
+
+    eng = Engine(Home(tmp_path / "home"), plugins=pbsplug_plugins)
+    try:
+        eng.periodic.run("periodic", "derived")
+        eng.periodic.run("periodic", "derived")
+        assert [run.outcome for run in list(eng.runner.trace)[-2:]] == ["accept", "accept"]
+        stored = eng.store.all("node")
+        name = min(stored)
+    finally:
+        eng.runner.reap()
+        eng.close()
+    assert len(hook.seen) == 2 and hook.seen[1] == hook.seen[0]
+    assert hook.seen[0] == {"jobs": [], "resv": None, "suspended_jobs": None}
+    assert stored[name]["comment"] == "written"
+    assert not set(DERIVED) & set(stored[name])
+
+    hook.seen.clear()
+    guard_periodic_runs(monkeypatch, most=3)
+    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    with pytest.raises(RuntimeError, match="the replay goes on"):
+        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    assert len(hook.seen) >= 2 and all(seen == hook.seen[0] for seen in hook.seen)
+    # (a replay's jobs lists only the jobs of no cpus there: docs/simulator.md)
+    assert hook.seen[0] == {"jobs": None, "resv": None, "suspended_jobs": None}
+    assert sim.vnode_attrs["n0"]["comment"] == "written"
+    assert not set(DERIVED) & set(sim.vnode_attrs["n0"])
