@@ -341,27 +341,28 @@ class PluginSet:
     def private_state_folders(self) -> Iterator[dict[tuple[str, str], Any]]:
         """While the block runs, every enabled plugin's state folders (the keys its
         `Setting` marks `state_folder`) are their empty default, whatever the site set, and
-        each plugin whose configuration that changed is configured again with it: a replay
-        (`pbsplug sim`), which makes its own work folder the pbsplug home, then has every
-        plugin keep its records there, never in a live site's folder. Gives the site's
-        values set aside, by (plugin, key), with those set aside at load
+        each plugin that has one is configured again with it, under the pbsplug home of the
+        block: a replay (`pbsplug sim`), which makes its own work folder the pbsplug home,
+        then has every plugin keep its records there, never in a live site's folder. A
+        plugin whose folder was left empty too: its first `configure` may have resolved
+        the empty folder under the home it was loaded in (``<home>/hooks/tmp``). Gives the
+        site's values set aside, by (plugin, key), with those set aside at load
         (`private_state`). A plugin whose `configure` now fails is failed, as at load.
 
-        When the block ends, each plugin it changed has its configuration back and is
-        configured again with it (a plugin failed in the block is registered again first),
-        so that whatever uses the set afterwards (the next run of `sim compare`, a test)
-        sees the site's folders, as before the block. A set loaded with `private_state`
-        has nothing to change: no plugin of it is ever configured with the site's."""
+        When the block ends, each plugin it configured has its configuration back and is
+        configured again with it, under the home of that moment (a plugin failed in the
+        block is registered again first), so that whatever uses the set afterwards (the
+        next run of `sim compare`, a test) sees the site's folders, as before the block."""
         overridden = {key: value for key, value in self.state_folders_set_aside.items()
                       if (r := self.records.get(key[0])) is not None and r.status == ENABLED}
         changed: list[tuple[PluginRecord, dict[str, Any]]] = []
         try:
             for record in self.enabled:
-                before = dict(record.config)
-                set_aside = self._default_state_folders(record)
-                if not set_aside:
+                schema = record.info.config if record.info is not None else {}
+                if not any(setting.state_folder for setting in schema.values()):
                     continue
-                overridden.update(set_aside)
+                before = dict(record.config)
+                overridden.update(self._default_state_folders(record))
                 changed.append((record, before))
                 self._configure(record)
             yield overridden

@@ -71,7 +71,8 @@ class Setting:
     ``default_home() / "hooks" / "tmp"`` when its hook runs. A replay (`pbsplug sim`) sets
     every such key back to empty, whatever the site set, before the plugin's first
     `configure` (`load_plugins(private_state=True)`; `PluginSet.private_state_folders` for a
-    set loaded otherwise, while the replay runs): the records then go to the replay's own
+    set loaded otherwise, which configures each plugin with such a key again under the
+    replay's home while the replay runs): the records then go to the replay's own
     work folder, which it makes the pbsplug home, and never to a live site's folder.
     """
 

@@ -4,7 +4,15 @@ import sys
 
 import pytest
 
-from pbsplug import KERNEL_API, PluginLoadError, load_plugins
+from pbsplug import (
+    KERNEL_API,
+    PluginInfo,
+    PluginLoadError,
+    Setting,
+    default_home,
+    hookimpl,
+    load_plugins,
+)
 from pbsplug.siteconfig import PluginSite, SiteConfig, parse_site
 
 #: This kernel's API version, and the next minor one (which it does not offer).
@@ -433,3 +441,51 @@ def queuejob(event):
         plugin_config("ghost", site(tmp_path))
     with pytest.raises(PluginLoadError, match="unknown key"):
         plugin_config("conf2", site(tmp_path, "[plugins.conf2.config]\nbogus = 1\n"))
+
+
+class FolderAtHome:
+    """A plugin that resolves its state folder as its configure runs: the site's, else
+    ``<home>/hooks/tmp`` under the pbsplug home of that moment (as the power plugin does).
+    With `state_folder` false, its key is not marked one."""
+
+    def __init__(self, state_folder: bool = True):
+        self.plugin_info = PluginInfo(api="1.13", config={
+            "state_dir": Setting(str, "", state_folder=state_folder)})
+        self.folders: list[str] = []
+
+    @hookimpl
+    def configure(self, config):
+        self.folders.append(config["state_dir"] or str(default_home() / "hooks" / "tmp"))
+
+
+def test_a_replays_private_state_folders_configure_every_plugin_with_one_under_its_home(
+        tmp_path, monkeypatch):
+    """`private_state_folders` configures again, under the home of the block (a replay's
+    work folder), every enabled plugin that has a state folder, its value left empty by
+    the site too, and again under the home after it with its config back: a plugin whose
+    empty folder its first configure resolved under the home it was loaded in kept that
+    folder through the replay (only a plugin whose folder the site set was configured
+    again). A plugin with no state folder is left alone."""
+    from pbsplug.plugins import PluginSet
+
+    monkeypatch.setenv("PBSPLUG_HOME", str(tmp_path / "live"))
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+    made = {}
+    for name, config, state_folder in (("empty", {}, True), ("none", {}, False),
+                                       ("set", {"state_dir": "/var/s"}, True)):
+        plugin = made[name] = FolderAtHome(state_folder)
+        plugins.site.plugins[name] = PluginSite(name, enabled=True, config=config)
+        assert plugins.add(name, plugin).status == "enabled"
+    live = str(tmp_path / "live" / "hooks" / "tmp")
+    replay = str(tmp_path / "replay" / "hooks" / "tmp")
+    monkeypatch.setenv("PBSPLUG_HOME", str(tmp_path / "replay"))
+    with plugins.private_state_folders() as set_aside:
+        assert set_aside == {("set", "state_dir"): "/var/s"}
+        assert made["empty"].folders == [live, replay]
+        assert made["set"].folders == ["/var/s", replay]
+        assert plugins.get("empty").config == plugins.get("set").config == {"state_dir": ""}
+        monkeypatch.setenv("PBSPLUG_HOME", str(tmp_path / "live"))
+    assert made["empty"].folders == [live, replay, live]
+    assert made["set"].folders == ["/var/s", replay, "/var/s"]
+    assert plugins.get("set").config == {"state_dir": "/var/s"}
+    assert made["none"].folders == [live]

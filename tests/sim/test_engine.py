@@ -1130,6 +1130,23 @@ def test_a_plugin_configured_for_the_replay_has_its_work_folder_as_home(
     assert plugin.homes == [live, tmp_path / "work", live]
 
 
+def test_a_plugin_whose_state_folder_the_site_left_empty_is_configured_for_the_replay_too(
+        register_plugin, pbsplug_plugins, tmp_path):
+    """A plugin of a set loaded otherwise whose state folder the site left empty is
+    configured again under the replay's home too, and under the home it had after: its
+    first configure read the empty folder under the home it was loaded in (the live
+    one's), and only a plugin whose folder the site set was configured again, so it kept
+    the live folder through the replay."""
+    live = default_home()
+    plugin = KeepsRecords()
+    register_plugin(plugin, "keeps", freq=60, isolation="inprocess")
+    _, sim = simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=pbsplug_plugins,
+                      tmp_path=tmp_path / "work")
+    assert plugin.configured == ["", "", ""] and plugin.ran == {""}
+    assert plugin.homes == [live, tmp_path / "work", live]
+    assert sim.summary.hooks.state_folders == {}
+
+
 def test_a_simulator_runs_once(register_plugin, pbsplug_plugins, tmp_path):
     """A second `run` of one Simulator is an error that says so, and runs no hook: when the
     first ends, its plugins have the site's state folders back and its own work folder is
@@ -1159,7 +1176,8 @@ def test_a_simulator_runs_once(register_plugin, pbsplug_plugins, tmp_path):
 def test_a_set_loaded_for_a_replay_never_gives_a_plugin_the_sites_state_folder(tmp_path):
     """A plugin set loaded with private_state (`pbsplug sim`'s) configures each plugin with
     its state folder's empty default the first time, whatever the site set; the replay
-    reports the site's value, and gives nothing back when it ends. Loaded otherwise, the
+    reports the site's value, and never gives it back: configured again under the replay's
+    home and after it, the plugin has the empty value each time. Loaded otherwise, the
     plugin's configure was first given the site's folder, which it may make or open, and
     the replay's override came only after."""
     from pbsplug.plugins import PluginSet
@@ -1173,7 +1191,8 @@ def test_a_set_loaded_for_a_replay_never_gives_a_plugin_the_sites_state_folder(t
     assert record.status == "enabled" and plugin.configured == [""]
     assert plugins.state_folders_set_aside == {("keeps", "records"): "/var/spool/live"}
     _, sim = simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=plugins)
-    assert plugin.configured == [""] and plugin.ran == {""}
+    assert plugin.configured == ["", "", ""] and plugin.ran == {""}
+    assert record.config["records"] == ""
     assert sim.summary.hooks.state_folders == {("keeps", "records"): "/var/spool/live"}
     # A plugin the replay's folder fails is failed at load, saying why.
     plugins.site.plugins["keeps"].config["picky"] = True
