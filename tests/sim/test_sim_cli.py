@@ -740,9 +740,11 @@ def test_a_selects_memory_is_left_out_on_a_machine_without_memory(tmp_path, caps
     assert _without_mem("3:ncpus=2") == "3:ncpus=2"
 
 
-def test_sigterm_ends_a_replay_through_its_clean_up(tmp_path):
-    """A batch system's time limit or a kill ends `sim run` as Ctrl-C does: the replay's
-    work folder (under TMPDIR here) is removed, and the exit status says SIGTERM."""
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_sigterm_ends_a_replay_through_its_clean_up(tmp_path, command):
+    """A batch system's time limit or a kill ends `sim run`, and `sim compare` in its
+    first run, as Ctrl-C does: the replay's work folder (under TMPDIR here) is removed,
+    and the exit status says SIGTERM."""
     import os
     import signal
     import subprocess
@@ -761,11 +763,16 @@ def test_sigterm_ends_a_replay_through_its_clean_up(tmp_path):
     site.write_text("[plugins.power]\nenabled = true\nisolation = 'inprocess'\n"
                     "[plugins.power.config]\ndriver = 'simulated'\n"
                     "power_on_off_enable = 'True'\n")
+    sites = ["--site", str(site)]
+    if command == "compare":  # (B: the same site under another name)
+        other = tmp_path / "s2.toml"
+        other.write_text(site.read_text())
+        sites += ["--site", str(other)]
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     code = "import sys\nfrom pbsplug.cli import main\nsys.exit(main(sys.argv[1:]))"
-    proc = subprocess.Popen([sys.executable, "-c", code, "sim", "run", str(trace), "--site",
-                             str(site), "--no-plots", "--out", str(tmp_path / "o")],
+    proc = subprocess.Popen([sys.executable, "-c", code, "sim", command, str(trace), *sites,
+                             "--no-plots", "--out", str(tmp_path / "o")],
                             env={**os.environ, "TMPDIR": str(scratch)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
