@@ -3024,6 +3024,19 @@ class Engine:
         return {name: Vnode(name, nodes[name]) for name, _ in
                 parse_exec_vnode(attrs.get("exec_vnode", "")) if name in nodes}
 
+    def _start_vnodes(self, event: str, attrs: dict[str, Any],
+                      given: dict[str, Vnode] | None) -> dict[str, Vnode]:
+        """The job's vnodes for its start event `event` (begin, prologue, launch): made
+        afresh from the stored data (`_job_vnodes`) for each event a hook runs for, never
+        the objects an earlier event's hooks had: those keep what the hooks left on them
+        that the server did not keep (a state it derives, ``job-busy``; an in-process
+        hook's write past the setters, ``dict.__setitem__``; a value the rules refused to
+        store, `_apply_vnode_changes`), with their guard, their change record and their
+        copies on read. For an event no hook runs for, `given` (none reads them), if any."""
+        if given is None or self.runner.chain(event):
+            return self._job_vnodes(attrs)
+        return given
+
     def _start(self, job_id: str, attrs: dict[str, Any], exec_vnode: str) -> bool:
         """runjob, then the execution host's begin, prologue and launch; True once the job
         runs. A refusal on the way is carried out as PBS's table says; a hook given up for
@@ -3057,9 +3070,10 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"Job Run at request of Scheduler@{self.host} on "
                  f"exec_vnode {exec_vnode}")
         self.accounting.started(job_id, attrs)
-        vnodes = self._job_vnodes(attrs)
+        vnodes: dict[str, Vnode] | None = None
         for event in lifecycle.START_EVENTS:
             job = Job(job_id, attrs)
+            vnodes = self._start_vnodes(event, attrs, vnodes)
             start = event == "execjob_prologue" and self._owner_runs(event)
             if start:
                 # The job's owner may make this chain slow: it runs while the server
@@ -3242,8 +3256,10 @@ class Engine:
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=f"{DELETED_BY}{caller.user}@{self.host}")
 
-    def _launch(self, job_id: str, attrs: dict[str, Any], vnodes: dict[str, Vnode]) -> bool:
-        """The job's shepherd, execjob_launch, and the job's processes; True once it runs."""
+    def _launch(self, job_id: str, attrs: dict[str, Any],
+                vnodes: dict[str, Vnode] | None) -> bool:
+        """The job's shepherd, execjob_launch, and the job's processes; True once it runs.
+        `vnodes`: the job's, as its last start event had them (`_start_vnodes`)."""
         user = attrs.get("euser") if os.geteuid() == 0 else None
         try:  # the shepherd first: execjob_launch's event.pid, the process a hook may confine
             argv, env = self._job_command(job_id, attrs)
@@ -3269,6 +3285,7 @@ class Engine:
             self._could_not_start(job_id, attrs, exc)
             return False
         try:
+            vnodes = self._start_vnodes("execjob_launch", attrs, vnodes)
             outcome = self._event("execjob_launch", job=Job(job_id, attrs),
                                   vnode_list=dict(vnodes), progname=argv[0], argv=argv,
                                   env=env, pid=pending.pid)
