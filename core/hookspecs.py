@@ -152,6 +152,7 @@ def modifyvnode(event: Event) -> None:
     """A vnode's state or attributes changed (pbsnodes -o/-r, qmgr, or the engine).
 
     Carries ``event.vnode`` (as it is now) and ``event.vnode_o`` (as it was); read-only.
+    ``event.requestor`` is the user who ran pbsnodes or qmgr (root for the engine's own).
     Reject: logged only; the change has already happened.
     """
 

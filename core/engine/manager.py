@@ -273,11 +273,11 @@ class Manager:
                 if cmd.obj_type == "hook":
                     self._hook(cmd, name, objects.get(name), defs)
                 elif cmd.verb == "create":
-                    self._create(cmd, name, objects, defs)
+                    self._create(caller, cmd, name, objects, defs)
                 elif cmd.verb == "delete":
                     self._delete(cmd.obj_type, name, objects[name])
                 else:
-                    self._change(cmd, name, objects[name], defs)
+                    self._change(caller, cmd, name, objects[name], defs)
         for name in names:
             eng.log(LOG_ADMIN, cmd.obj_type.capitalize(), name,
                     f"{cmd.text.strip()} at request of {caller.user}@{eng.host}")
@@ -296,12 +296,15 @@ class Manager:
             raise QmgrError(PBSE_HOOKERROR, outcome.message, obj_type=cmd.obj_type,
                             obj_name=name)
 
-    def _set_node(self, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
-        """The command's change to vnode `name`, its modifyvnode hooks fired: one the
-        server's stop gave up is the command's refusal (15010, the server is stopping), as
-        pbsnodes' is, its transaction undone; never a change made with its hook unjudged."""
+    def _set_node(self, caller: Caller, name: str, old: dict[str, Any],
+                  new: dict[str, Any]) -> None:
+        """The command's change to vnode `name`, its modifyvnode hooks fired with the
+        command's `caller` as event.requestor (PBS's: the user who ran qmgr, as pbsnodes'):
+        one the server's stop gave up is the command's refusal (15010, the server is
+        stopping), as pbsnodes' is, its transaction undone; never a change made with its
+        hook unjudged."""
         try:
-            self.engine._set_node(name, old, new, request=True)
+            self.engine._set_node(name, old, new, caller)
         except PbsError as err:  # (`refuse_if_stopped`'s, the one it raises)
             raise QmgrError(err.code, err.message, obj_type="node", obj_name=name) from None
 
@@ -373,8 +376,8 @@ class Manager:
         return QmgrError(qmgr.PBSE_IVALREQ, f"no {obj_type} name given", obj_type=obj_type)
 
     # -- create, delete, set, unset ---------------------------------------------------------------
-    def _create(self, cmd: qmgr.Command, name: str, objects: dict[str, dict[str, Any]],
-                defs: dict[str, qmgr.AttrDef]) -> None:
+    def _create(self, caller: Caller, cmd: qmgr.Command, name: str,
+                objects: dict[str, dict[str, Any]], defs: dict[str, qmgr.AttrDef]) -> None:
         eng = self.engine
         if name in objects:
             code = {"queue": qmgr.PBSE_QUEEXIST, "node": qmgr.PBSE_NODEEXIST,
@@ -405,7 +408,7 @@ class Manager:
                                {"sched_priv", "sched_log"} if cmd.obj_type == "sched" else set())
         self._check_queue_type(cmd, name, {}, new)
         if cmd.obj_type == "node":
-            self._set_node(name, {}, new)
+            self._set_node(caller, name, {}, new)
             return
         if cmd.obj_type == "sched":
             partitions.make_directories(new)
@@ -451,7 +454,7 @@ class Manager:
                    for attrs in objects for value in attrs.values()) or any(
             name in (attrs.get("Resource_List") or {}) for attrs in jobs.values())
 
-    def _change(self, cmd: qmgr.Command, name: str, attrs: dict[str, Any],
+    def _change(self, caller: Caller, cmd: qmgr.Command, name: str, attrs: dict[str, Any],
                 defs: dict[str, qmgr.AttrDef]) -> None:
         eng = self.engine
         if cmd.obj_type == "sched" and name == "default":
@@ -473,7 +476,7 @@ class Manager:
             states = set(str(keep.get("state", "free")).split(",")) - {
                 "job-busy", "job-exclusive", "resv-exclusive", "free", ""}
             keep["state"] = ",".join(sorted(states)) or "free"
-            self._set_node(name, stored, keep)
+            self._set_node(caller, name, stored, keep)
         elif cmd.obj_type == "server" or (cmd.obj_type == "sched" and name == "default"):
             server = eng.store.get("server", "server") or {}
             with eng.store.transaction() as st:

@@ -2594,16 +2594,17 @@ class Engine:
                         st.put("node", name, node)
 
     def _set_node(self, name: str, old: dict[str, Any], new: dict[str, Any],
-                  caller: Caller | None = None, request: bool = False) -> None:
-        """Vnode `name` stored as `new`, modifyvnode fired first. A client's change (a
-        pbsnodes `caller`'s, or a qmgr command's: `request`) whose hook the server's stop
-        gave up is refused (`refuse_if_stopped`), nothing of it made; the server's own
-        change is made, its hook not judged."""
+                  caller: Caller | None = None) -> None:
+        """Vnode `name` stored as `new`, modifyvnode fired first, its event.requestor the
+        `caller` (pbsnodes', qmgr's: the user who ran the command, as PBS's), else root (the
+        server's own change). A client's change whose hook the server's stop gave up is
+        refused (`refuse_if_stopped`), nothing of it made; the server's own change is made,
+        its hook not judged."""
         if new.get("state") != old.get("state"):
             new["last_state_change_time"] = int(self.clock())
         outcome = self._event("modifyvnode", caller, vnode=Vnode(name, new),
                               vnode_o=Vnode(name, old))
-        if caller is not None or request:
+        if caller is not None:
             refuse_if_stopped(outcome, self.stopping, name)
         if not outcome.accepted and not stopped(outcome, self.stopping):
             self.log(LOG_ADMIN, "Node", name, f"modifyvnode hook rejected: {outcome.message}")

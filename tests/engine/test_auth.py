@@ -145,3 +145,26 @@ def test_a_queues_acl_refusal_of_qsub_is_printed_as_openpbs_prints_it(engine, at
     done = attacker.pbs(engine, "qsub", "-q", "aq", "--", "/bin/true")
     assert (done.returncode, done.stdout, done.stderr) == (
         159, "", "qsub: Unauthorized Request \n")
+
+
+def test_a_qmgr_node_changes_modifyvnode_requestor_is_the_manager_who_ran_it(
+        dists, make_engine, engine_root, unix_user):
+    """event.requestor of modifyvnode is the user who ran the command, as PBS's is:
+    qmgr's create node and set node as pbsnodes' -o (review, session 47: qmgr's were
+    fired as root's, whoever ran them)."""
+    from .test_server import plugin
+
+    seen = engine_root / "seen"
+    engine = make_engine(plugin(dists, "who", f"""
+        @hookimpl
+        def modifyvnode(event):
+            with open({str(seen)!r}, "a") as out:
+                out.write(f"{{event.vnode.name}} {{event.requestor}}\\n")
+        """, ("modifyvnode",)))
+    engine.pbs("qmgr", "-c", f"set server managers += {unix_user}@*", check=True)
+    for text in ("create node extra", "set node extra comment = 'by a manager'"):
+        answer = engine.as_user(unix_user, "qmgr", text=text, one=True)["result"]
+        assert answer["code"] == 0, answer
+    assert engine.as_user(unix_user, "node_state", names=["extra"], offline=True)[
+        "result"] is None
+    assert seen.read_text().splitlines() == [f"extra {unix_user}"] * 3
