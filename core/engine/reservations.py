@@ -121,6 +121,10 @@ class Reservations:
         self._starts_seen: dict[str, tuple[Any, list[int]]] = {}
         #: When `poll` next looks whether the unconfirmed ones' partitions have a scheduler.
         self._owners_due = 0.0
+        #: The reservations whose end (`_end`) fired its resv_end hooks and wrote its record
+        #: but did not get as far as storing it (a job's drop not written: a full disk):
+        #: tried again (the next poll, a pbs_rdel), it does the rest only.
+        self.ending: set[str] = set()
         engine.accounting.resv_of = self.of_queue
 
     def of_queue(self, queue: str) -> tuple[str, str] | None:
@@ -929,22 +933,29 @@ class Reservations:
         Its record comes first, then each job's D, as OpenPBS 23.06 writes them (checked):
         the requestor of the jobs' D is `requestor` when it is someone's deletion
         (`deleter`: pbs_rdel), else the server's user (its period is over, or the server
-        set it aside), who is the requestor of the reservation's own record at its end."""
+        set it aside), who is the requestor of the reservation's own record at its end.
+
+        An end that fails after its hooks and its record (a write of the rest refused: a
+        full disk) leaves the reservation stored as it was; tried again, it neither fires
+        resv_end nor writes the record again (`ending`, kept in memory: a restart in
+        between fires and writes them again)."""
         eng = self.engine
         # resv_end fires at the end of a reservation that began, and at a pbs_rdel of any
         # but an unconfirmed one, begun or not, as PBS's server fires it (req_delete.c)
         state = attrs.get("reserve_state")
         began = state == RUNNING
         fires = state != UNCONFIRMED if deleter else began
-        if fires and not self._resv_end(resv_id, {
-                **attrs, "reserve_state": FINISHED, "reserve_substate": 6,
-                "mtime": int(eng.clock())}, refuse=deleter):
-            return  # (the stop's: it ends when the server starts again)
         server_user = f"{manager.server_user()}@{eng.host}"
-        if requestor is not None:
-            eng.accounting.resv_deleted(resv_id, requestor, by_owner)
-        else:
-            eng.accounting.resv_finished(resv_id, attrs, server_user)
+        if resv_id not in self.ending:
+            if fires and not self._resv_end(resv_id, {
+                    **attrs, "reserve_state": FINISHED, "reserve_substate": 6,
+                    "mtime": int(eng.clock())}, refuse=deleter):
+                return  # (the stop's: it ends when the server starts again)
+            if requestor is not None:
+                eng.accounting.resv_deleted(resv_id, requestor, by_owner)
+            else:
+                eng.accounting.resv_finished(resv_id, attrs, server_user)
+            self.ending.add(resv_id)
         jobs_requestor = requestor if deleter and requestor else server_user
         queue = str(attrs.get("queue") or "")
         held = eng.store.get("queue", queue) if queue else None
@@ -981,6 +992,7 @@ class Reservations:
                     if node is not None:
                         node["last_used_time"] = now
                         st.put("node", name, node)
+        self.ending.discard(resv_id)
         if queue:
             self.leftover_queues.add(queue)
             self._drop_empty_queues()

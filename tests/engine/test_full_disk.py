@@ -969,3 +969,66 @@ def test_an_array_qdel_refused_for_a_full_disk_logs_and_writes_nothing(
     finally:
         eng.runner.reap()
         eng.close()
+
+
+def test_a_reservation_end_that_failed_half_way_fires_resv_end_and_writes_its_record_once(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """A reservation's end fires its resv_end hooks, writes its record, then drops its jobs
+    and stores its end: a job's drop that could not be written (the disk full) left the
+    reservation RUNNING, and the next poll's end fired resv_end and wrote the reservation's
+    k record again. Tried again once there is room, it does the rest only: one resv_end,
+    one k, its job's D once."""
+    from pbsplug import PluginInfo, hookimpl
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records, poll_until
+
+    class EndSeen:
+        plugin_info = PluginInfo(events=("resv_end",))
+        ran: list[str] = []
+
+        @hookimpl
+        def resv_end(self, event):
+            self.ran.append(event.resv.name)
+
+    seen = EndSeen()
+    register_plugin(seen, "endseen", isolation="inprocess", alarm=10)
+    now = [time.time()]
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        start = int(now[0]) + 60
+        resv = eng.req_resv_submit(root, {"Resource_List": {}, "reserve_start": start,
+                                          "reserve_end": start + 60})["id"]
+        poll_until(eng, lambda: eng.store.get("resv", resv)["reserve_state"] ==
+                   "RESV_CONFIRMED", "the reservation's confirmation")
+        job_id = eng.req_submit(root, {"queue": resv.split(".")[0], "Hold_Types": "u"},
+                                "true\n")
+        now[0] = start + 1
+        poll_until(eng, lambda: eng.store.get("resv", resv)["reserve_state"] ==
+                   "RESV_RUNNING", "the reservation's beginning")
+        real = eng.accounting.resv_finished
+
+        def full_after_it(*args, **kwargs):  # (as another process takes the room)
+            real(*args, **kwargs)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+
+        monkeypatch.setattr(eng.accounting, "resv_finished", full_after_it)
+        now[0] = start + 61
+        with pytest.raises(PbsError) as failed:
+            eng.resvs.poll(now[0])
+        assert failed.value.code == PBSE_SYSTEM, failed.value
+        assert eng.store.get("resv", resv)["reserve_state"] == "RESV_RUNNING"
+        assert eng.store.job(job_id)["job_state"] == "H"
+        monkeypatch.setattr(eng.accounting, "resv_finished", real)
+        (small_home / "fill").unlink()  # room again
+        eng.resvs.poll(now[0])
+        assert eng.store.get("resv", resv) is None
+        assert eng.store.job(job_id)["job_state"] == "F"
+        assert seen.ran == [resv]
+        records = accounting_records(eng)
+        assert records.count(f";k;{resv};") == 1, records
+        assert records.count(f";D;{job_id};") == 1, records
+    finally:
+        eng.runner.reap()
+        eng.close()
