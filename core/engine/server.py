@@ -1739,7 +1739,9 @@ class Engine:
         the job answered in this request's `killed` as the first time once the mark is
         written (one refused, a full disk, is taken again as the first time: ``qdel 7
         7.server`` after a refused 7 went to `_drop`), and a `purge` (qdel -x) kept until
-        the job is over (`_purge_at_end`).
+        the job is over (as `_purge_at_end` keeps it, in the mark's own write: a second
+        write that failed after the D record left a prologue's job marked deleted with no
+        execjob_abort run, and the next qdel took it as run).
         `end_reason` ``"unless_set"`` makes the deletion the run's end reason unless it has
         one (a qrerun's requeue, a limit's kill stands), ``"replaced"`` whatever it had;
         None leaves it. `kill`, given the runtime, writes a qdel's kill of the running
@@ -1754,13 +1756,14 @@ class Engine:
                 runtime["end_reason"] = f"{DELETED_BY}{who}"
             if kill is not None:
                 kill(runtime)
+            if purge:  # (`_purge_at_end`'s, in the mark's write: nothing is written between
+                # the mark and what the caller does next, execjob_abort in a prologue)
+                runtime["purge"] = who
             st.set_runtime(job_id, runtime)
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}{note}")
         if killed is not None:  # (once written: a refused one is not answered again)
             killed[job_id] = None
         self.accounting.deleted(job_id, who)
-        if purge:
-            self._purge_at_end(caller, job_id)
 
     @staticmethod
     def _deleted_already(runtime: Mapping[str, Any]) -> bool:

@@ -1032,3 +1032,45 @@ def test_a_reservation_end_that_failed_half_way_fires_resv_end_and_writes_its_re
     finally:
         eng.runner.reap()
         eng.close()
+
+
+def test_a_qdel_x_in_the_prologue_whose_purge_could_not_be_written_still_runs_execjob_abort(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """A qdel -x in a job's pbsuser prologue wrote the deletion's mark and its D record,
+    then the -x in a write of its own: on a disk full right after the D, that write
+    failed, the qdel was refused with no execjob_abort run, and the next qdel took the
+    mark for an abort run: what the job's execjob_begin hooks made stayed. The -x is
+    kept in the mark's own write now: execjob_abort runs once, and the job ends."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    work.chmod(0o777)
+    seen = _prologue_held(work, register_plugin)
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
+        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        real = eng.accounting.deleted
+
+        def full_after_d(*args, **kwargs):  # (as another process takes the room)
+            real(*args, **kwargs)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+
+        monkeypatch.setattr(eng.accounting, "deleted", full_after_d)
+        [first] = eng.req_delete(root, [job_id], purge=True)
+        assert first["error"]["code"] == PBSE_SYSTEM, first
+        monkeypatch.setattr(eng.accounting, "deleted", real)
+        (small_home / "fill").unlink()  # room again
+        [second] = eng.req_delete(root, [job_id], purge=True)
+        assert second.get("error") is None, second
+        ran = seen.read_text().split()  # (its end hooks again: its end was not written)
+        assert ran.count("execjob_abort") == 1 and ran[-1] == "execjob_end", ran
+        assert eng.store.job(job_id) is None  # (its -x: its history gone at its end)
+    finally:
+        (work / "go").touch()
+        eng.runner.reap()
+        eng.close()
+        shutil.rmtree(work, ignore_errors=True)
