@@ -137,7 +137,10 @@ def resv_end(event: Event) -> None:
     """A reservation's window ends, or pbs_rdel deletes it, begun or only confirmed (not
     an unconfirmed one: PBS's server fires it so), before its jobs are deleted. A hook the
     server's stop gives up leaves the reservation as it was: one whose window ended ends at
-    the next start, and the pbs_rdel is refused (15010, the server is stopping).
+    the next start, and the pbs_rdel is refused (15010, the server is stopping). Also at
+    the end of each occurrence of a standing reservation. Once per end: an end that failed
+    after its hooks (a write refused, a full disk), tried again, fires none again (a
+    restart in between does).
 
     Carries ``event.resv``; read-only. Reject: logged only.
     """

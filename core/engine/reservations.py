@@ -47,6 +47,7 @@ import pwd
 import re
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import units, values
@@ -103,6 +104,20 @@ UNCONFIRMED, CONFIRMED, RUNNING, FINISHED, BEING_DELETED = (
     "RESV_BEING_DELETED")
 
 
+@dataclass
+class _Ending:
+    """What an end of a reservation (`Reservations._end`), or of one occurrence of a
+    standing one (`Reservations._next_occurrence`), has done so far: its resv_end hooks
+    fired (or it fires none) once it exists. Kept while the end is not stored (a write of
+    it refused: a full disk), so that a try again does the rest only."""
+    #: Its k/K record written (an end's; an occurrence's writes none).
+    recorded: bool = False
+    #: The running jobs whose D record it wrote (an end's; an occurrence's writes none).
+    deleted: set[str] = field(default_factory=set)
+    #: The running jobs it killed (their kill written).
+    killed: set[str] = field(default_factory=set)
+
+
 class Reservations:
     """The engine's reservations (stored as ``resv`` objects)."""
 
@@ -121,10 +136,11 @@ class Reservations:
         self._starts_seen: dict[str, tuple[Any, list[int]]] = {}
         #: When `poll` next looks whether the unconfirmed ones' partitions have a scheduler.
         self._owners_due = 0.0
-        #: The reservations whose end (`_end`) fired its resv_end hooks and wrote its record
-        #: but did not get as far as storing it (a job's drop not written: a full disk):
-        #: tried again (the next poll, a pbs_rdel), it does the rest only.
-        self.ending: set[str] = set()
+        #: The reservations whose end (`_end`), or whose occurrence's end
+        #: (`_next_occurrence`), fired its resv_end hooks but did not get as far as storing
+        #: it (a write refused: a full disk), with what it did: tried again (the next poll,
+        #: a pbs_rdel), it does the rest only (`_ended_once`).
+        self.ending: dict[str, _Ending] = {}
         engine.accounting.resv_of = self.of_queue
 
     def of_queue(self, queue: str) -> tuple[str, str] | None:
@@ -706,12 +722,15 @@ class Reservations:
         if held is None or held.get("reservation") != resv_id:
             queue = ""
         began = attrs.get("reserve_state") == RUNNING
-        if began and not self._resv_end(resv_id, attrs):
+        ending = self._ended_once(resv_id, attrs, began)
+        if ending is None:
             return True  # (the stop's: the occurrence ends when the server starts again)
         why = f"Job deleted: reservation {resv_id} occurrence {index} ended"
         for job_id, job in eng.store.jobs(("R", "E")).items():
-            if queue and job.get("queue") == queue and job_id in eng.launches:
+            if queue and job.get("queue") == queue and job_id in eng.launches and \
+                    job_id not in ending.killed:
                 eng._kill(job_id, why)
+                ending.killed.add(job_id)
         nxt = following[0]
         attrs.update(reserve_index=nxt + 1, reserve_start=starts[nxt],
                      reserve_end=starts[nxt] + duration, reserve_duration=duration,
@@ -729,6 +748,7 @@ class Reservations:
                     if node is not None:
                         node["last_used_time"] = now
                         st.put("node", name, node)
+        self.ending.pop(resv_id, None)
         eng.log(LOG_RESV, "Resv", resv_id, f"Reservation occurrence {index} ended; "
                 f"occurrence {nxt + 1} of {len(starts)} starts {_ctime(starts[nxt])}")
         eng._track_states()
@@ -921,6 +941,19 @@ class Reservations:
                     f"resv_end request rejected: {outcome.message}")
         return True
 
+    def _ended_once(self, resv_id: str, attrs: dict[str, Any], fires: bool,
+                    refuse: bool = False) -> _Ending | None:
+        """The end of `resv_id` (or of its occurrence) under way: its resv_end hooks fired
+        (`_resv_end`, when it `fires`, `attrs` as they see it) the first time it is tried,
+        not again when it is tried again after it failed half way (a full disk: `ending`
+        says what it did). None when the server's stop gave a hook up: nothing is done."""
+        ending = self.ending.get(resv_id)
+        if ending is None:
+            if fires and not self._resv_end(resv_id, attrs, refuse=refuse):
+                return None
+            ending = self.ending[resv_id] = _Ending()
+        return ending
+
     def _end(self, resv_id: str, attrs: dict[str, Any], why: str, logged: str | None = None,
              requestor: str | None = None, by_owner: bool = False,
              deleter: bool = False) -> None:
@@ -935,10 +968,10 @@ class Reservations:
         (`deleter`: pbs_rdel), else the server's user (its period is over, or the server
         set it aside), who is the requestor of the reservation's own record at its end.
 
-        An end that fails after its hooks and its record (a write of the rest refused: a
-        full disk) leaves the reservation stored as it was; tried again, it neither fires
-        resv_end nor writes the record again (`ending`, kept in memory: a restart in
-        between fires and writes them again)."""
+        An end that fails after its hooks (a write refused: a full disk) leaves the
+        reservation stored as it was; tried again, it does the rest only: no second
+        resv_end, k/K record, or running job's D record or kill (`ending`, kept in memory:
+        a restart in between fires and writes them again)."""
         eng = self.engine
         # resv_end fires at the end of a reservation that began, and at a pbs_rdel of any
         # but an unconfirmed one, begun or not, as PBS's server fires it (req_delete.c)
@@ -946,16 +979,17 @@ class Reservations:
         began = state == RUNNING
         fires = state != UNCONFIRMED if deleter else began
         server_user = f"{manager.server_user()}@{eng.host}"
-        if resv_id not in self.ending:
-            if fires and not self._resv_end(resv_id, {
-                    **attrs, "reserve_state": FINISHED, "reserve_substate": 6,
-                    "mtime": int(eng.clock())}, refuse=deleter):
-                return  # (the stop's: it ends when the server starts again)
+        ending = self._ended_once(resv_id, {**attrs, "reserve_state": FINISHED,
+                                            "reserve_substate": 6, "mtime": int(eng.clock())},
+                                  fires, refuse=deleter)
+        if ending is None:
+            return  # (the stop's: it ends when the server starts again)
+        if not ending.recorded:
             if requestor is not None:
                 eng.accounting.resv_deleted(resv_id, requestor, by_owner)
             else:
                 eng.accounting.resv_finished(resv_id, attrs, server_user)
-            self.ending.add(resv_id)
+            ending.recorded = True
         jobs_requestor = requestor if deleter and requestor else server_user
         queue = str(attrs.get("queue") or "")
         held = eng.store.get("queue", queue) if queue else None
@@ -966,9 +1000,13 @@ class Reservations:
             for job_id, job in eng.store.jobs(("Q", "H", "W", "R", "E")).items():
                 if job.get("queue") != queue:
                     continue
-                if job_id in eng.launches:
-                    eng.accounting.deleted(job_id, jobs_requestor)  # (its E at its end)
-                    eng._kill(job_id, f"Job deleted: reservation {resv_id} {why}")
+                if job_id in eng.launches:  # (each step once, tried again: `ending`)
+                    if job_id not in ending.deleted:
+                        eng.accounting.deleted(job_id, jobs_requestor)  # (its E at its end)
+                        ending.deleted.add(job_id)
+                    if job_id not in ending.killed:
+                        eng._kill(job_id, f"Job deleted: reservation {resv_id} {why}")
+                        ending.killed.add(job_id)
                     killed = True
                 elif eng._ends_alone(job_id):  # (its processes ended: it ends when its
                     killed = True  # end hooks are over, the reservation listed till then)
@@ -992,7 +1030,7 @@ class Reservations:
                     if node is not None:
                         node["last_used_time"] = now
                         st.put("node", name, node)
-        self.ending.discard(resv_id)
+        self.ending.pop(resv_id, None)
         if queue:
             self.leftover_queues.add(queue)
             self._drop_empty_queues()

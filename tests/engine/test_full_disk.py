@@ -1034,6 +1034,130 @@ def test_a_reservation_end_that_failed_half_way_fires_resv_end_and_writes_its_re
         eng.close()
 
 
+def _resv_end_seen(register_plugin) -> list[str]:
+    """The reservations a resv_end hook (in process) is fired for, in order."""
+    from pbsplug import PluginInfo, hookimpl
+
+    class EndSeen:
+        plugin_info = PluginInfo(events=("resv_end",))
+        ran: list[str] = []
+
+        @hookimpl
+        def resv_end(self, event):
+            self.ran.append(event.resv.name)
+
+    seen = EndSeen()
+    register_plugin(seen, "endseen", isolation="inprocess", alarm=10)
+    return seen.ran
+
+
+def _killed_then_full(eng, small_home, root, monkeypatch) -> list[str]:
+    """`eng._kill` fills the disk after its first kill (as another process takes the room):
+    the jobs it was called for, in order."""
+    calls: list[str] = []
+    real = eng._kill
+
+    def kill_then_full(job_id, *args, **kwargs):
+        calls.append(job_id)
+        real(job_id, *args, **kwargs)
+        if len(calls) == 1:
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+
+    monkeypatch.setattr(eng, "_kill", kill_then_full)
+    return calls
+
+
+def test_a_reservation_end_tried_again_writes_its_running_jobs_d_and_kills_it_once(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """A reservation's end writes a running job's D record, then kills it: a write after
+    that refused (the disk full) left the reservation RUNNING, and the end tried again
+    wrote the job's D again and killed it again, two D records for one deletion. Tried
+    again, it does the rest only: one resv_end, one k, one D, one kill."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records, poll_until
+
+    ran = _resv_end_seen(register_plugin)
+    now = [time.time()]
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        start = int(now[0]) + 60
+        resv = eng.req_resv_submit(root, {"Resource_List": {"select": "1:ncpus=1"},
+                                          "reserve_start": start, "reserve_end": start + 60})["id"]
+        poll_until(eng, lambda: eng.store.get("resv", resv)["reserve_state"] ==
+                   "RESV_CONFIRMED", "the reservation's confirmation")
+        job_id = eng.req_submit(root, {"queue": resv.split(".")[0]}, "exec sleep 300\n")
+        now[0] = start + 1
+        poll_until(eng, lambda: job_id in eng.launches, "the job to run")
+        kills = _killed_then_full(eng, small_home, root, monkeypatch)
+        now[0] = start + 61
+        with pytest.raises(PbsError) as failed:
+            eng.resvs.poll(now[0])
+        assert failed.value.code == PBSE_SYSTEM, failed.value
+        assert eng.store.get("resv", resv)["reserve_state"] == "RESV_RUNNING"
+        assert kills == [job_id]
+        (small_home / "fill").unlink()  # room again
+        eng.resvs.poll(now[0])
+        assert eng.store.get("resv", resv)["reserve_state"] == "RESV_BEING_DELETED"
+        assert ran == [resv]
+        records = accounting_records(eng)
+        assert records.count(f";k;{resv};") == 1, records
+        assert records.count(f";D;{job_id};") == 1, records
+        assert kills == [job_id], "the end tried again killed the job again"
+        poll_until(eng, lambda: eng.store.get("resv", resv) is None, "the reservation's end")
+        assert eng.store.job(job_id)["comment"] == \
+            f"Job deleted: reservation {resv} reservation period ended"
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
+def test_an_occurrence_end_tried_again_fires_resv_end_and_kills_its_jobs_once(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """The end of one occurrence of a standing reservation fires resv_end, kills its
+    running jobs, then stores the next occurrence: a write after its hooks refused (the
+    disk full) left the occurrence RUNNING, and the next poll fired resv_end again and
+    killed the jobs again. Tried again, it does the rest only, as a reservation's end."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import poll_until
+
+    ran = _resv_end_seen(register_plugin)
+    now = [time.time()]
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        start = int(now[0]) + 60
+        resv = eng.req_resv_submit(root, {
+            "reserve_start": start, "reserve_duration": 6,
+            "reserve_rrule": "FREQ=MINUTELY;COUNT=2", "Variable_List": {"PBS_TZID": "UTC"},
+            "Resource_List": {"select": "1:ncpus=1"}})["id"]
+        poll_until(eng, lambda: eng.store.get("resv", resv)["reserve_state"] ==
+                   "RESV_CONFIRMED", "the reservation's confirmation")
+        job_id = eng.req_submit(root, {"queue": resv.split(".")[0]}, "exec sleep 300\n")
+        now[0] = start + 1
+        poll_until(eng, lambda: job_id in eng.launches, "the job to run")
+        kills = _killed_then_full(eng, small_home, root, monkeypatch)
+        now[0] = start + 7  # the first occurrence is over
+        with pytest.raises(PbsError) as failed:
+            eng.resvs.poll(now[0])
+        assert failed.value.code == PBSE_SYSTEM, failed.value
+        got = eng.store.get("resv", resv)
+        assert (got["reserve_state"], got["reserve_index"]) == ("RESV_RUNNING", 1)
+        assert kills == [job_id]
+        (small_home / "fill").unlink()  # room again
+        eng.resvs.poll(now[0])
+        got = eng.store.get("resv", resv)
+        assert (got["reserve_state"], got["reserve_index"]) == ("RESV_CONFIRMED", 2)
+        assert ran == [resv], "the occurrence's end tried again fired resv_end again"
+        assert kills == [job_id], "the occurrence's end tried again killed the job again"
+        assert not eng.resvs.ending
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
 def test_a_qdel_x_in_the_prologue_whose_purge_could_not_be_written_still_runs_execjob_abort(
         small_home, pbsplug_plugins, register_plugin, monkeypatch):
     """A qdel -x in a job's pbsuser prologue wrote the deletion's mark and its D record,
