@@ -414,6 +414,8 @@ def test_a_pbs_rdel_of_a_reservation_not_begun_whose_resv_end_hook_the_stop_gave
     assert again.store.get("resv", resv_id) is None
     assert (root / "ran").read_text() == "resv_end\n" * 2
     assert _kinds(again, resv_id) == ["U", "Y", "k"]
+
+
 def test_an_arrays_qdel_whose_subjobs_preterm_the_stop_gave_up_is_refused_with_nothing_done(
         engine_here, register_plugin, sigterm_stops, engine_root):
     # The array's D was written, its queued indices gone and its deleted_by stored before
