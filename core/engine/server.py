@@ -1802,7 +1802,11 @@ class Engine:
         answers an array's qdel with the first of its subjobs' errors to come (a later one
         is not copied over it: read in its source, reply_send). The running subjobs'
         preterm hooks run in the server's thread fire before anything is recorded
-        (`_array_preterms`), so one the server's stop gives up refuses the qdel whole."""
+        (`_array_preterms`), so one the server's stop gives up refuses the qdel whole.
+        ``12[]``'s deletion (and its -x) is one write (`Arrays.delete`), then its log line
+        and D record: a qdel of it whose deletion is written already (one refused after,
+        the disk full as its subjobs were killed) writes neither again, and deletes the
+        subjobs left (its retry wrote the array's D again)."""
         array_job = arrays.array_id(named.number, job_id.split(".", 1)[-1])
         attrs = self.store.job(array_job)
         if attrs is None or not attrs.get("array"):
@@ -1835,14 +1839,18 @@ class Engine:
                     purged is None or sub_attrs.get("array_index") in purged)})
         chains: list[_Chain] = []
         error: PbsError | None = None
-        subs = self.arrays.delete(f"{caller.user}@{self.host}", array_job, attrs, indices)
-        if indices is None:  # (logged and written once the array's deletion is: a qdel
-            # refused for a full disk logged it and wrote its D, and its retry again)
-            self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of "
-                     f"{caller.user}@{self.host}")
-            self.accounting.deleted(array_job, f"{caller.user}@{self.host}")  # (PBS's D)
-            if purge:  # (gone with its subjobs once it is over: `Arrays.end_if_over`)
-                self._purge_at_end(caller, array_job)
+        who = f"{caller.user}@{self.host}"
+        # (a deletion recorded already: a qdel refused after it, a full disk killing its
+        # subjobs, is taken again for the subjobs left, with no second log line nor D)
+        recorded = indices is None and bool((self.store.runtime(array_job) or {}).get(
+            "deleted_by"))
+        # (-x: gone with its subjobs once it is over, `Arrays.end_if_over`; in the
+        # deletion's own write, so nothing is written between it and the D record)
+        subs = self.arrays.delete(who, array_job, attrs, indices, purge=purge)
+        if indices is None and not recorded:  # (logged and written once the array's
+            # deletion is: a qdel refused for a full disk logged it and wrote its D)
+            self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of {who}")
+            self.accounting.deleted(array_job, who)  # (PBS's D)
         for sub in subs:
             if not named.single and self._ends_alone(sub):
                 continue  # (it ends by itself: PBS lets an exiting subjob be, but named)

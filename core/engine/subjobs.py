@@ -410,11 +410,14 @@ class Arrays:
                                               arrays.subjob_seq(int(number) + 1, 0))
 
     def delete(self, caller_name: str, array_job: str, attrs: dict[str, Any],
-               indices: list[int] | None) -> list[str]:
+               indices: list[int] | None, purge: bool = False) -> list[str]:
         """qdel of array `array_job` whole (`indices` None) or of some of its indices:
         those not instantiated are gone at once (``X``, then ``F`` with the array); returns
         the instantiated subjobs still to delete one by one (running ones are killed and
-        end as any job)."""
+        end as any job). The array's deletion (``deleted_by``, its first deleter's kept)
+        and a `purge` of it whole (qdel -x: its history goes once it is over,
+        `end_if_over`) are one write: the -x in a write of its own after the array's D
+        record failed on a full disk with the deletion written, no subjob reached."""
         pending = self.remaining(attrs)
         spec = arrays.parse_submitted(attrs["array_indices_submitted"])
         gone = set(pending) if indices is None else set(pending) & set(indices)
@@ -429,7 +432,9 @@ class Arrays:
             with self.engine.store.transaction() as st:
                 st.put_job(array_job, attrs)
                 if indices is None:
-                    st.set_runtime(array_job, {**(st.runtime(array_job) or {}),
-                                               "deleted_by": caller_name})
+                    runtime = {"deleted_by": caller_name, **(st.runtime(array_job) or {})}
+                    if purge:
+                        runtime["purge"] = caller_name
+                    st.set_runtime(array_job, runtime)
         return todo
 

@@ -971,6 +971,62 @@ def test_an_array_qdel_refused_for_a_full_disk_logs_and_writes_nothing(
         eng.close()
 
 
+@pytest.mark.parametrize("purge", [False, True], ids=["qdel", "qdel-x"])
+def test_an_array_qdel_refused_after_its_deletion_is_written_finishes_when_tried_again(
+        small_home, pbsplug_plugins, monkeypatch, purge):
+    """``qdel [-x] 12[]`` writes the array's deletion, then logs and writes its D, then
+    kills its running subjobs: the disk full after the deletion's write refused the qdel
+    (15010) with the array's D written and its running subjob left running (with -x, the
+    -x's own write failed before any subjob was reached). Tried again once there is room,
+    the qdel wrote the array's D again. Now the -x is in the deletion's write, and the
+    retry kills what was left, writing no second D for the array nor logging it again."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records, poll_until
+
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        array = eng.req_submit(root, {"array_indices_submitted": "1-2"}, "exec sleep 300\n")
+        sub = array.replace("[]", "[1]")
+        poll_until(eng, lambda: sub in eng.launches, "subjob 1 running")
+        real = eng.arrays.delete
+
+        def full_after(*args, **kwargs):
+            subs = real(*args, **kwargs)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+            return subs
+
+        said = _logged(eng, monkeypatch)
+        monkeypatch.setattr(eng.arrays, "delete", full_after)
+        [first] = eng.req_delete(root, [array], purge=purge)
+        assert first["error"]["code"] == PBSE_SYSTEM, first
+        assert sub in eng.launches and sub not in eng.kills, "a refused qdel killed"
+        monkeypatch.setattr(eng.arrays, "delete", real)
+        (small_home / "fill").unlink()  # room again
+        running = [job for job, attrs in eng.store.subjobs(array).items()
+                   if attrs.get("job_state") == "R"]
+        assert sub in running, running
+        [second] = eng.req_delete(root, [array], purge=purge)
+        assert second.get("error") is None, second
+        assert all(job in eng.kills for job in running), (running, eng.kills)
+        if purge:  # (its history gone once it is over)
+            poll_until(eng, lambda: eng.store.job(array) is None, "the array purged")
+        else:
+            poll_until(eng, lambda: eng.store.job(array)["job_state"] == "F",
+                       "the array over")
+        records = accounting_records(eng)
+        assert records.count(f";D;{array};") == 1, records
+        for job in running:
+            assert records.count(f";D;{job};") == 1, (job, records)
+            assert records.count(f";E;{job};") == 1, (job, records)
+        assert [s for s in said if s.startswith(f"{array};Job to be deleted")] == [
+            f"{array};Job to be deleted at request of root@{eng.host}"], said
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
 def test_a_reservation_end_that_failed_half_way_fires_resv_end_and_writes_its_record_once(
         small_home, pbsplug_plugins, register_plugin, monkeypatch):
     """A reservation's end fires its resv_end hooks, writes its record, then drops its jobs
