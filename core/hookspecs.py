@@ -140,7 +140,8 @@ def resv_end(event: Event) -> None:
     the next start, and the pbs_rdel is refused (15010, the server is stopping). Also at
     the end of each occurrence of a standing reservation. Once per end: an end that failed
     after its hooks (a write refused, a full disk), tried again, fires none again (a
-    restart in between does).
+    restart in between does); the server's next poll finishes it whatever the window (a
+    pbs_rdel refused so too), so a window that runs always gets its resv_end.
 
     Carries ``event.resv``; read-only. Reject: logged only.
     """

@@ -116,6 +116,9 @@ class _Ending:
     deleted: set[str] = field(default_factory=set)
     #: The running jobs it killed (their kill written).
     killed: set[str] = field(default_factory=set)
+    #: A pbs_rdel's end: its `Reservations._end` arguments (why, requestor, by_owner,
+    #: deleter), for the poll to finish it as the pbs_rdel began it, whatever its window.
+    deletion: dict[str, Any] | None = None
 
 
 class Reservations:
@@ -139,7 +142,9 @@ class Reservations:
         #: The reservations whose end (`_end`), or whose occurrence's end
         #: (`_next_occurrence`), fired its resv_end hooks but did not get as far as storing
         #: it (a write refused: a full disk), with what it did: tried again (the next poll,
-        #: a pbs_rdel), it does the rest only (`_ended_once`).
+        #: a pbs_rdel), it does the rest only (`_ended_once`). One under way is finished by
+        #: the next poll whatever its window (a pbs_rdel's too), and its window cannot be
+        #: altered: its hooks and its record are done, its reservation does not go on.
         self.ending: dict[str, _Ending] = {}
         engine.accounting.resv_of = self.of_queue
 
@@ -397,8 +402,13 @@ class Reservations:
             raise PbsError(15002, f"Undefined attribute {values.shown(unknown[0])}")
         state = resv.get("reserve_state")
         changes = self._alter_checked(attrs)
-        if state not in (UNCONFIRMED, CONFIRMED, RUNNING) and (state != BEING_DELETED or {
-                "reserve_start", "reserve_end", "reserve_duration", "select"} & set(changes)):
+        windowed = {"reserve_start", "reserve_end", "reserve_duration", "select"} & set(changes)
+        # (one whose end is under way, its hooks and record done, a write refused: a full
+        # disk, `ending`, is as one being deleted: the next poll finishes its end)
+        if state == BEING_DELETED or full in self.ending:
+            if windowed:
+                raise PbsError(PBSE_BADSTATE, "Request invalid for state of job")
+        elif state not in (UNCONFIRMED, CONFIRMED, RUNNING):
             raise PbsError(PBSE_BADSTATE, "Request invalid for state of job")
         if interactive is not None and (isinstance(interactive, bool) or not isinstance(
                 interactive, int) or abs(interactive) > values.TIME_MAX):
@@ -854,13 +864,20 @@ class Reservations:
         for resv_id, attrs in eng.store.all("resv").items():
             state = attrs.get("reserve_state")
             part = attrs.get("partition")
+            ending = self.ending.get(resv_id)
+            if ending is not None and ending.deletion is not None:
+                # (a pbs_rdel's end that failed half way, its hooks and record done: the
+                # server finishes it, whatever its window, as the pbs_rdel began it)
+                self._end(resv_id, attrs, **ending.deletion)
+                continue
             if look and state == UNCONFIRMED and part and now < float(attrs["reserve_end"]):
                 if part not in unowned:
                     unowned[part] = self._unowned(str(part))
                 if unowned[part]:
                     self._deny(resv_id, attrs, f"no scheduler has partition {part}")
                     continue
-            if state == CONFIRMED and float(attrs["reserve_start"]) <= now < float(
+            if ending is None and state == CONFIRMED and float(
+                    attrs["reserve_start"]) <= now < float(
                     attrs["reserve_end"]):  # (a window missed whole ends, unbegun)
                 attrs.update(reserve_state=RUNNING, reserve_substate=5, mtime=int(now))
                 # (its hooks first: one the server's stop gives up leaves it confirmed, to
@@ -883,8 +900,8 @@ class Reservations:
                             f"resv_begin request rejected: {outcome.message}")
                 eng._track_states()
                 eng.want_cycle = True
-            elif state in (CONFIRMED, RUNNING, UNCONFIRMED) and now >= float(
-                    attrs["reserve_end"]):
+            elif state in (CONFIRMED, RUNNING, UNCONFIRMED) and (
+                    ending is not None or now >= float(attrs["reserve_end"])):
                 if state != UNCONFIRMED and attrs.get("reserve_rrule") and \
                         self._next_occurrence(resv_id, attrs, int(now)):
                     continue
@@ -971,7 +988,8 @@ class Reservations:
         An end that fails after its hooks (a write refused: a full disk) leaves the
         reservation stored as it was; tried again, it does the rest only: no second
         resv_end, k/K record, or running job's D record or kill (`ending`, kept in memory:
-        a restart in between fires and writes them again)."""
+        a restart in between fires and writes them again). A pbs_rdel's end that failed so
+        is refused, and finished by the next poll whatever its window (`poll`)."""
         eng = self.engine
         # resv_end fires at the end of a reservation that began, and at a pbs_rdel of any
         # but an unconfirmed one, begun or not, as PBS's server fires it (req_delete.c)
@@ -984,6 +1002,9 @@ class Reservations:
                                   fires, refuse=deleter)
         if ending is None:
             return  # (the stop's: it ends when the server starts again)
+        if deleter and ending.deletion is None:  # (for the poll to finish it: `poll`)
+            ending.deletion = {"why": why, "logged": logged, "requestor": requestor,
+                               "by_owner": by_owner, "deleter": True}
         if not ending.recorded:
             if requestor is not None:
                 eng.accounting.resv_deleted(resv_id, requestor, by_owner)

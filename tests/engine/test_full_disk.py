@@ -1214,6 +1214,130 @@ def test_an_occurrence_end_tried_again_fires_resv_end_and_kills_its_jobs_once(
         eng.close()
 
 
+def _resv_hooks_seen(register_plugin) -> list[tuple[str, str]]:
+    """The resv_begin and resv_end hooks (in process) fired, in order: (event, reservation)."""
+    from pbsplug import PluginInfo, hookimpl
+
+    class Seen:
+        plugin_info = PluginInfo(events=("resv_begin", "resv_end"))
+        ran: list[tuple[str, str]] = []
+
+        @hookimpl
+        def resv_begin(self, event):
+            self.ran.append(("begin", event.resv.name))
+
+        @hookimpl
+        def resv_end(self, event):
+            self.ran.append(("end", event.resv.name))
+
+    seen = Seen()
+    register_plugin(seen, "resvseen", isolation="inprocess", alarm=10)
+    return seen.ran
+
+
+def test_a_refused_rdel_whose_hooks_and_record_were_done_is_finished_by_the_poll(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """A pbs_rdel of a confirmed reservation fired resv_end and wrote its k record, then a
+    write was refused (the disk full): the rdel was refused, the reservation stayed
+    confirmed, and nothing finished its end: it began, ran its window, and its real end
+    fired no resv_end and wrote no k record (the half-done end found in `ending`). The
+    server finishes such an end at its next poll once there is room, ahead of its window:
+    one resv_end and one k, and no window run."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records, poll_until
+
+    ran = _resv_hooks_seen(register_plugin)
+    now = [time.time()]
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        start = int(now[0]) + 60
+        resv = eng.req_resv_submit(root, {"Resource_List": {}, "reserve_start": start,
+                                          "reserve_end": start + 60})["id"]
+        poll_until(eng, lambda: eng.store.get("resv", resv)["reserve_state"] ==
+                   "RESV_CONFIRMED", "the reservation's confirmation")
+        job_id = eng.req_submit(root, {"queue": resv.split(".")[0], "Hold_Types": "u"},
+                                "true\n")
+        real = eng.accounting.resv_deleted
+
+        def full_after_it(*args, **kwargs):  # (as another process takes the room)
+            real(*args, **kwargs)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+
+        monkeypatch.setattr(eng.accounting, "resv_deleted", full_after_it)
+        [answer] = eng.req_resv_delete(root, [resv])
+        assert answer["error"]["code"] == PBSE_SYSTEM, answer
+        assert eng.store.get("resv", resv)["reserve_state"] == "RESV_CONFIRMED"
+        monkeypatch.setattr(eng.accounting, "resv_deleted", real)
+        (small_home / "fill").unlink()  # room again
+        eng.resvs.poll(now[0])  # (ahead of its window)
+        assert eng.store.get("resv", resv) is None, "the rdel's end was not finished"
+        assert eng.store.job(job_id)["job_state"] == "F"
+        assert not eng.resvs.ending
+        now[0] = start + 61  # (its window would have run: nothing of it does)
+        eng.resvs.poll(now[0])
+        assert ran == [("end", resv)], ran
+        records = accounting_records(eng)
+        assert records.count(f";k;{resv};") == 1, records
+        assert records.count(f";D;{job_id};") == 1, records
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
+def test_an_end_that_failed_half_way_takes_no_new_window_and_is_finished_by_the_poll(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """A reservation's period end fired resv_end and wrote its k record, then a write was
+    refused (the disk full): a pbs_ralter -E before the poll tried it again moved its end
+    on, and the window it ran on had no resv_end or record at its end (the half-done end
+    found in `ending`). A window of a reservation whose end is under way is refused, as a
+    deleted one's: the next poll finishes the end, one resv_end and one k."""
+    from pbsplug.engine.errors import PBSE_BADSTATE
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records, poll_until
+
+    ran = _resv_hooks_seen(register_plugin)
+    now = [time.time()]
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        start = int(now[0]) + 60
+        resv = eng.req_resv_submit(root, {"Resource_List": {}, "reserve_start": start,
+                                          "reserve_end": start + 60})["id"]
+        poll_until(eng, lambda: eng.store.get("resv", resv)["reserve_state"] ==
+                   "RESV_CONFIRMED", "the reservation's confirmation")
+        now[0] = start + 1
+        poll_until(eng, lambda: eng.store.get("resv", resv)["reserve_state"] ==
+                   "RESV_RUNNING", "the reservation's beginning")
+        real = eng.accounting.resv_finished
+
+        def full_after_it(*args, **kwargs):  # (as another process takes the room)
+            real(*args, **kwargs)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+
+        monkeypatch.setattr(eng.accounting, "resv_finished", full_after_it)
+        now[0] = start + 61
+        with pytest.raises(PbsError) as failed:
+            eng.resvs.poll(now[0])
+        assert failed.value.code == PBSE_SYSTEM, failed.value
+        monkeypatch.setattr(eng.accounting, "resv_finished", real)
+        (small_home / "fill").unlink()  # room again
+        with pytest.raises(PbsError) as refused:
+            eng.req_resv_alter(root, resv, {"reserve_end": start + 600})
+        assert refused.value.code == PBSE_BADSTATE, refused.value
+        assert eng.req_resv_alter(root, resv, {"Reserve_Name": "late"})["id"] == resv
+        eng.resvs.poll(now[0])
+        assert eng.store.get("resv", resv) is None
+        assert ran == [("begin", resv), ("end", resv)], ran
+        records = accounting_records(eng)
+        assert records.count(f";k;{resv};") == 1, records
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
 def test_a_qdel_x_in_the_prologue_whose_purge_could_not_be_written_still_runs_execjob_abort(
         small_home, pbsplug_plugins, register_plugin, monkeypatch):
     """A qdel -x in a job's pbsuser prologue wrote the deletion's mark and its D record,
