@@ -312,6 +312,22 @@ class _Ending:
         return {k: v for k, v in self.used.items() if after.get(k) == self.given[k]}
 
 
+class _Unwritten:
+    """A change to a job that could not be written (a full disk), kept by
+    `Engine._written_or_kept` and tried again at later polls (`Engine._poll_unwritten`):
+    `write` given a copy of the job's attributes as they were (`attrs`), while the job is
+    stored in `state` still (else written after all: dropped). `what` names it in the log:
+    ``job end`` (after its end hooks: `_carry_on`) or ``job requeue`` (a failed start's:
+    `_requeue_or_keep`)."""
+
+    def __init__(self, attrs: dict[str, Any], write: Callable[[dict[str, Any]], None],
+                 state: str, what: str):
+        self.attrs = attrs
+        self.write = write
+        self.state = state
+        self.what = what
+
+
 class Engine:
     """The server's state and behaviour, independent of the socket that feeds it requests."""
 
@@ -363,9 +379,10 @@ class Engine:
         #: `user = pbsuser` hook, which their owner may make slow: the chain runs while the
         #: server serves (`_poll_chains`), and its job goes on when it is over (`_Chain`).
         self.chains: dict[str, _Chain] = {}
-        #: Jobs whose end hooks ran as chains and whose end after them could not be
-        #: written yet (a full disk): tried again at each poll (`_carry_on`).
-        self.unwritten: dict[str, tuple[dict[str, Any], _Ending]] = {}
+        #: Jobs whose end after their end hooks (run as chains), or whose requeue after a
+        #: failed start, could not be written yet (a full disk): tried again at each poll
+        #: (`_written_or_kept`).
+        self.unwritten: dict[str, _Unwritten] = {}
         #: Jobs a restart found E with their end hooks running as chains, ending without
         #: their processes ending: ended again at the first poll (`_end_again`).
         self.ends_again: dict[str, dict[str, Any]] = {}
@@ -3367,9 +3384,11 @@ class Engine:
         self.start_pause = (min(self.start_pause * 2, START_PAUSE_MOST) if self.start_pause
                             else START_PAUSE)
         self.starts_paused_until = self.clock() + self.start_pause
-        self._failed_start(job_id, attrs, why)
-        self.log(LOG_ERROR, "Server", self.host, f"job starts paused for "
-                 f"{self.start_pause:g} s: a start was short of what it needs ({why})")
+        try:
+            self._failed_start(job_id, attrs, why)
+        finally:  # (the pause is on, whatever its requeue did)
+            self.log(LOG_ERROR, "Server", self.host, f"job starts paused for "
+                     f"{self.start_pause:g} s: a start was short of what it needs ({why})")
 
     def _failed_start(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
         """The job's shepherd ended before it started the job (a launch hook killed
@@ -3378,10 +3397,11 @@ class Engine:
         could not be made or written: out of memory): nothing of the job ran. As PBS takes a
         job whose starter failed before it reported to its MoM (JOB_EXEC_RETRY),
         execjob_abort fires and the job is requeued whatever its Rerunable; run_count counts
-        the try, and too many hold the job (`lifecycle.requeued`)."""
+        the try, and too many hold the job (`lifecycle.requeued`). A requeue that cannot be
+        written (the disk full) is tried again at later polls (`_requeue_or_keep`)."""
         self.log(LOG_ERROR, "Job", job_id, f"job failed to start: {why}")
         self._event("execjob_abort", job=Job(job_id, attrs), vnode_list=self._job_vnodes(attrs))
-        self._requeue(job_id, attrs, f"Job requeued: it failed to start ({why})")
+        self._requeue_or_keep(job_id, attrs, f"Job requeued: it failed to start ({why})")
 
     def _apply_host_changes(self, job_id: str, attrs: dict[str, Any], outcome: Outcome) -> None:
         """Execution-host hooks' job and vnode changes apply even on a reject (not on an
@@ -3453,7 +3473,16 @@ class Engine:
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                          comment=comment)
         else:
-            self._requeue(job_id, attrs, comment)
+            self._requeue_or_keep(job_id, attrs, comment)
+
+    def _requeue_or_keep(self, job_id: str, attrs: dict[str, Any], comment: str) -> None:
+        """A failed or refused start's requeue (`_requeue`, its hold too). The job is
+        stored R with no launch: when its requeue cannot be written (the disk full), it
+        is kept and tried again at later polls (`_written_or_kept`), its execjob_abort
+        not run again, and the cycle goes on; the job stays R, its cpus held, till then."""
+        self._written_or_kept(job_id, attrs, functools.partial(self._requeue, job_id,
+                                                                comment=comment),
+                              "R", "job requeue")
 
     def _requeue(self, job_id: str, attrs: dict[str, Any], comment: str) -> None:
         """The run is over and the job goes back to its queue: its next run starts clean,
@@ -3962,47 +3991,60 @@ class Engine:
             self._carry_on(job_id, attrs, ending)
 
     def _carry_on(self, job_id: str, attrs: dict[str, Any], ending: _Ending) -> bool:
-        """The job's end carried on once its started end hooks are over (`ending.then`).
-        When it cannot be written (a full disk), it is kept (`unwritten`) and tried again
-        at a later poll (`_poll_unwritten`), on the attributes as the hooks left them,
-        the hooks not run again; before trying, the server checks with a one-row write
+        """The job's end carried on once its started end hooks are over (`ending.then`);
+        one that cannot be written is tried again at later polls (`_written_or_kept`), on
+        the attributes as the hooks left them, the hooks not run again. False then."""
+        return self._written_or_kept(job_id, attrs, lambda kept: ending.then(kept, ending),
+                                     "E", "job end")
+
+    def _written_or_kept(self, job_id: str, attrs: dict[str, Any],
+                         write: Callable[[dict[str, Any]], None], state: str,
+                         what: str) -> bool:
+        """`write` (the job's end, or its requeue) carried out on the job's attributes.
+        When it cannot be written (a full disk), it is kept (`unwritten`, the job stored
+        in `state` meanwhile) and tried again at a later poll (`_poll_unwritten`) on a copy
+        of `attrs` as they are now; before trying, the server checks with a one-row write
         that the database takes changes. False then."""
-        kept = copy.deepcopy(attrs)  # (`then` changes them before it writes)
+        kept = copy.deepcopy(attrs)  # (`write` changes them before it writes)
         try:
             self.store.probe_write()
-            ending.then(attrs, ending)
+            write(attrs)
         except StoreWriteError as exc:
             if job_id not in self.unwritten:  # (said once)
-                self.log(LOG_ERROR, "Job", job_id, "job end not recorded yet after its end "
-                         f"hooks: {exc.message}; tried again at a later poll")
-            self.unwritten[job_id] = (kept, ending)
+                self.log(LOG_ERROR, "Job", job_id, f"{what} not recorded yet: "
+                         f"{exc.message}; tried again at a later poll")
+            self.unwritten[job_id] = _Unwritten(kept, write, state, what)
             return False
         if self.unwritten.pop(job_id, None) is not None:
-            self.log(LOG_JOB, "Job", job_id, "job end recorded")
+            self.log(LOG_JOB, "Job", job_id, f"{what} recorded")
         return True
 
     def _poll_unwritten(self) -> None:
-        """The ends kept by `_carry_on` tried again, in order, until one cannot be written
-        yet."""
-        for job_id, (attrs, ending) in list(self.unwritten.items()):
-            if (self.store.job(job_id) or {}).get("job_state") != "E":  # (written after all)
-                del self.unwritten[job_id]
+        """The changes kept by `_written_or_kept` tried again, in order, until one cannot
+        be written yet."""
+        for job_id, kept in list(self.unwritten.items()):
+            if (self.store.job(job_id) or {}).get("job_state") != kept.state:
+                del self.unwritten[job_id]  # (written after all, or the job gone on: qdel)
                 continue
             try:
-                if not self._carry_on(job_id, copy.deepcopy(attrs), ending):
+                if not self._written_or_kept(job_id, copy.deepcopy(kept.attrs), kept.write,
+                                             kept.state, kept.what):
                     return
             except Exception as exc:  # one job's fault stops no other's: as `_poll_chains`
                 del self.unwritten[job_id]
-                self.log(LOG_ERROR, "Job", job_id, "handling its end hooks' end failed: "
+                self.log(LOG_ERROR, "Job", job_id, f"handling its {kept.what} failed: "
                          f"{type(exc).__name__}: {exc}")
 
     def _ends_alone(self, job_id: str) -> bool:
         """Whether the job's end hooks run while the server serves (`chains`), its end
         after them waits for room to be written (`unwritten`), or a restart ends it again
-        (`ends_again`): its end goes on by itself, whatever a request asks meanwhile."""
+        (`ends_again`): its end goes on by itself, whatever a request asks meanwhile. (A
+        failed start's requeue that waits for room does not: the job is R with no launch,
+        as a job its prologue left, for a qdel.)"""
         chain = self.chains.get(job_id)
         return chain is not None and chain.event in lifecycle.END_EVENTS or \
-            job_id in self.unwritten or job_id in self.ends_again
+            job_id in self.unwritten and self.unwritten[job_id].state == "E" or \
+            job_id in self.ends_again
 
     def _delete_exiting(self, caller: Caller, job_id: str, force: bool, purge: bool,
                         killed: dict[str, PbsError | None] | None) -> None:

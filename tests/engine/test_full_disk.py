@@ -840,6 +840,117 @@ def test_a_start_short_of_inodes_is_a_failed_start_and_runs_once_there_are(
         eng.close()
 
 
+def test_a_failed_start_whose_requeue_cannot_be_written_is_requeued_once_there_is_room(
+        small_home, pbsplug_plugins, monkeypatch):
+    """The disk fills as a job starts: its R state is written, then its nodefile cannot be
+    (ENOSPC), a failed start; its requeue's write failed too ('database or disk is full'),
+    which failed the scheduling cycle, lost the 'job starts paused' line, and left the job R
+    with no launch, its cpus held, until a qdel or a restart. The requeue is kept and tried
+    again at later polls now (after a one-row write finds room: the R record of the run is
+    written once): once there is room the job is requeued and runs."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
+        real = eng._job_command
+
+        def full_first(*args, **kwargs):  # (as another process takes the room)
+            monkeypatch.setattr(eng, "_job_command", real)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(eng, "_job_command", full_first)
+        said = _logged(eng, monkeypatch)
+        eng.req_release(root, [job_id])
+        poll_until(eng, lambda: any("job failed to start" in s for s in said),
+                   "the job's start to fail")
+        for _ in range(3):  # (polls on the full disk: the requeue waits)
+            eng.poll()
+        attrs = eng.store.job(job_id)
+        assert attrs["job_state"] == "R", attrs
+        assert [s for s in said if "job starts paused for" in s], said
+        (small_home / "fill").unlink()  # room again
+        poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+        attrs = eng.store.job(job_id)
+        assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs
+        assert not [s for s in said if "scheduling cycle failed" in s], said
+        assert len([s for s in said if s.startswith(f"{job_id};Job requeued: it failed "
+                                                    "to start")]) == 1, said
+        records = "".join(p.read_text() for p in eng.home.accounting.iterdir())
+        assert records.count(f";R;{job_id};") == 1, records
+        assert records.count(f";S;{job_id};") == 2, records
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
+def test_a_refused_launch_whose_requeue_cannot_be_written_is_requeued_once_there_is_room(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """As a failed start's: an execjob_launch hook's job.rerun() and reject requeue the job
+    (its execjob_abort run), and that requeue's write failing on a full disk failed the cycle
+    and left the job R with no launch. It is tried again at later polls, execjob_abort not
+    run again."""
+    from pbsplug import PluginInfo, hookimpl
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    once, seen = work / "once", work / "seen"
+
+    class Refuses:
+        plugin_info = PluginInfo(events=("execjob_launch", "execjob_abort"))
+
+        @hookimpl
+        def execjob_launch(self, event):
+            if not once.exists():
+                once.touch()
+                event.job.rerun()
+                event.reject("not now")
+
+        @hookimpl
+        def execjob_abort(self, event):
+            with open(seen, "a") as out:
+                out.write("execjob_abort\n")
+
+    register_plugin(Refuses(), "refuses")
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
+        real = eng._refused_start
+
+        def full_first(*args, **kwargs):  # (as another process takes the room)
+            monkeypatch.setattr(eng, "_refused_start", real)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(eng, "_refused_start", full_first)
+        said = _logged(eng, monkeypatch)
+        eng.req_release(root, [job_id])
+        poll_until(eng, lambda: any("execjob_launch hook refused" in s for s in said),
+                   "the job's launch to be refused")
+        for _ in range(3):  # (polls on the full disk: the requeue waits)
+            eng.poll()
+        assert eng.store.job(job_id)["job_state"] == "R"
+        (small_home / "fill").unlink()  # room again
+        poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+        attrs = eng.store.job(job_id)
+        assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs
+        assert not [s for s in said if "scheduling cycle failed" in s], said
+        records = "".join(p.read_text() for p in eng.home.accounting.iterdir())
+        assert records.count(f";R;{job_id};") == 1, records
+        assert seen.read_text() == "execjob_abort\n"
+    finally:
+        eng.runner.reap()
+        eng.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def test_a_deletion_written_whose_end_was_not_ends_deleted_at_a_restart(
         small_home, pbsplug_plugins, register_plugin, monkeypatch):
     """A qdel in a job's pbsuser prologue whose deletion was written (its D record, its
