@@ -263,7 +263,13 @@ class _Listener:
     def close(self) -> None:
         """Send what answers are still owed, a request still waiting for hook chains
         refused, for `STOP_WRITE_DEADLINE` in all (written without blocking, as the loop
-        writes them), and close every connection."""
+        writes them), and close every connection. The engine's hook chains are stopped
+        first (`Engine.stop_chains`): the qdels waiting for them get their own answers
+        (an array's told that its deletion stands), not this loop's bare refusal."""
+        try:
+            self.engine.stop_chains()
+        except Exception:  # (the engine's close stops them again, and raises it)
+            self.log(LOG_ERROR, f"stopping the hook chains failed: {traceback.format_exc()}")
         self.answer_parked()
         for conn in list(self.parked):
             del self.parked[conn]

@@ -601,10 +601,16 @@ class JobControl:
         import time
 
         eng = self.engine
-        eng._stop_chains()  # (found at the next start, as after any stop)
+        eng.stop_chains()  # (found at the next start, as after any stop)
         for job_id in list(eng.launches):
             attrs = eng.store.job(job_id) or {}
             if attrs.get("job_state") not in ("R", "E", "S"):
+                continue
+            runtime = eng.store.runtime(job_id) or {}
+            uid = runtime.get("delete_at_start")  # (its array's qdel, cut short by this
+            if isinstance(uid, int) and attrs.get("job_state") in ("R", "S") and \
+                    not eng._deleted_already(runtime):  # stop: deleted, not requeued)
+                eng.delete_marked(job_id, uid, attrs)
                 continue
             rerun = units.parse_bool(attrs.get("Rerunable", True))
             eng._kill(job_id, "requeue" if rerun else

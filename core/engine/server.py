@@ -221,13 +221,17 @@ class _Chain:
     `Pending`, and what its job does with its outcome once it is over (`done`). An
     execjob_preterm chain's `waiters`: the qdel answers that wait for it (`LaterAnswer`,
     the results in each that name its job, and who asked and whether with -x: one waiter
-    per request)."""
+    per request), and `array_qdel`, who asked first when one of them is an array's or a
+    range's qdel, which recorded its own part before the chain started: a chain the
+    server's stop gives up then leaves its subjob to be deleted at the next start
+    (`Engine.stop_chains`)."""
 
     def __init__(self, event: str, pending: Pending, done: Callable[[Outcome], None]):
         self.event = event
         self.pending = pending
         self.done = done
         self.waiters: list[tuple[LaterAnswer, list[dict[str, Any]], Caller, bool]] = []
+        self.array_qdel: Caller | None = None
 
     def answer(self, error: PbsError | None) -> None:
         """Each waiting qdel told what came of its job (`error`, or nothing)."""
@@ -276,7 +280,7 @@ class _StartStopped(PbsError):
     begin, prologue or launch hooks (`HookRun.cancelled`) as the stop came in the middle of
     a poll. The stop's rule, never the hook's error: a job still queued stays queued, and
     one stored R with no launch is requeued when the server starts again (`_recover`), as
-    a stopped prologue's (`_stop_chains`)."""
+    a stopped prologue's (`stop_chains`)."""
 
     def __init__(self, job_id: str):
         super().__init__(PBSE_SYSTEM, STOPPING, obj=job_id)
@@ -386,6 +390,10 @@ class Engine:
         #: Jobs a restart found E with their end hooks running as chains, ending without
         #: their processes ending: ended again at the first poll (`_end_again`).
         self.ends_again: dict[str, dict[str, Any]] = {}
+        #: Subjobs a restart found running whose array's (or range's) qdel the server's
+        #: stop left them to (`stop_chains`), and the uid of who asked: deleted at the
+        #: first poll (`_poll_deletes_again`).
+        self.deletes_again: dict[str, int] = {}
         #: Whether a request may be answered later (`LaterAnswer`): the socket server's
         #: loop does that; a caller in this process (tests, adapters) gets its answer at once.
         self.defer_answers = False
@@ -500,6 +508,9 @@ class Engine:
             if ended is None and launch.alive():
                 self.launches[job_id] = launch
                 self.log(LOG_JOB, "Job", job_id, "job adopted again after a server restart")
+                uid = (runtime or {}).get("delete_at_start")
+                if isinstance(uid, int) and not self._deleted_already(runtime or {}):
+                    self.deletes_again[job_id] = uid  # (at the first poll, the server made)
             elif ended is None:  # whatever is left of the job must not run on untracked
                 killed = executor.kill_session(launch)
                 if _never_started(runtime, launch):  # (as while the server serves)
@@ -611,6 +622,35 @@ class Engine:
                          f"set aside: a stored value the server cannot use: {exc}")
                 count += 1
         return count
+
+    def _poll_deletes_again(self) -> None:
+        """The subjobs `_recover` found left running by an array's qdel the server's stop
+        cut short (`deletes_again`, `stop_chains`) deleted as that qdel deletes a running
+        job (`_kill_deleted`: its D record, its kill), without its execjob_preterm hooks
+        again: the qdel was answered that they would be deleted, and a refusal now could
+        be told to no one (the subjob would run on in a deleted array). One deleted or
+        ended meanwhile is let be: one deletion, one D record."""
+        while self.deletes_again:
+            job_id, uid = self.deletes_again.popitem()
+            attrs = self.store.job(job_id)
+            if attrs is None or attrs.get("job_state") not in ("R", "S") or \
+                    job_id not in self.launches or job_id in self.chains or \
+                    self._ends_alone(job_id) or \
+                    self._deleted_already(self.store.runtime(job_id) or {}):
+                continue
+            self.log(LOG_JOB, "Job", job_id, "job deleted after a server restart: its "
+                     "array's qdel was answered so")
+            try:
+                self.delete_marked(job_id, uid, attrs)
+            except Exception as exc:  # one job's fault stops no other's (a full disk)
+                self.log(LOG_ERROR, "Job", job_id, "deleting it after a server restart "
+                         f"failed: {type(exc).__name__}: {exc}")
+
+    def delete_marked(self, job_id: str, uid: int, attrs: dict[str, Any]) -> None:
+        """Running subjob `job_id`, marked to be deleted at the next start (`stop_chains`),
+        deleted as a qdel by `uid` deletes a running job (`_kill_deleted`), not requeued
+        (qterm -t immediate's kill, as its array's qdel was answered)."""
+        self._kill_deleted(Caller(uid, ROLE_USER), job_id, attrs, purge=False)
 
     def _poll_ends_again(self) -> None:
         """The jobs `_recover` found ending (`ends_again`) ended again (`_end_again`)."""
@@ -1873,7 +1913,9 @@ class Engine:
                 continue  # (it ends by itself: PBS lets an exiting subjob be, but named)
             try:
                 self._delete(caller, sub, force, purge, preterm=preterms.get(sub))
-            except _Waits as waits:
+            except _Waits as waits:  # (its part recorded already: `stop_chains`)
+                for chain in waits.chains:
+                    chain.array_qdel = chain.array_qdel or caller
                 chains.extend(waits.chains)
             except PbsError as err:
                 error = error or err
@@ -3125,7 +3167,7 @@ class Engine:
         """`_StartStopped` when the runner gave one of a start event's hooks up for the
         server's stop (the SIGTERM landed in this poll, before or as the chain ran): the
         stop's rule, not the hook's error (a job held, requeued or its vnodes offlined
-        because the server was stopping). Logged as `_stop_chains` logs a chain it stops."""
+        because the server was stopping). Logged as `stop_chains` logs a chain it stops."""
         if not stopped(outcome, self.stopping):
             return
         then = ("the job stays queued" if outcome.event == "runjob" else
@@ -3187,7 +3229,7 @@ class Engine:
                 if stopped(outcome, self.stopping):
                     # The server's stop came as the chain stepped (a SIGTERM lands anywhere
                     # in the loop) and the runner gave its hook up for it: the stop's rule,
-                    # `_stop_chains` (a qdel waiting refused, the job runs on; a prologue's
+                    # `stop_chains` (a qdel waiting refused, the job runs on; a prologue's
                     # job requeued at the next start), never "the hook failed". A chain
                     # that was over just then goes on as any other.
                     continue
@@ -3653,6 +3695,7 @@ class Engine:
         # (the hooks' processes still waited for are not reaped here: their chains do)
         reaped = executor.reap(keep=self._hook_pids())  # (before the jobs: see kill_session)
         self._poll_ends_again()
+        self._poll_deletes_again()
         self._poll_unwritten()
         self._poll_chains()
         if time.monotonic() - self._site_checked >= SITE_CHECK_INTERVAL:
@@ -3960,7 +4003,7 @@ class Engine:
         """A job's end hooks the runner gave up for the server's stop (the SIGTERM landed
         as they ran): not judged, and the job's end not carried on (no end, requeue or
         jobobit because the server was stopping). It is stored E in substate 57 with its
-        `ending.record`, as a started end chain is (`_end_hooks_from`), which `_stop_chains`
+        `ending.record`, as a started end chain is (`_end_hooks_from`), which `stop_chains`
         stops: the next start ends it again, its end hooks run again (`_recover`), as
         PBS's MoM redoes a job's end after its restart."""
         attrs.update(job_state="E", substate=lifecycle.RUNEPILOG)
@@ -4170,15 +4213,25 @@ class Engine:
         """The processes of the started hook chains (`chains`) waited for now."""
         return frozenset(c.pending.pid for c in self.chains.values() if c.pending.pid)
 
-    def _stop_chains(self) -> None:
+    def stop_chains(self) -> None:
         """The started chains stopped (their hooks' process groups killed), as the server
         stops: a job whose prologue ran stays R with no launch, which the next start
         requeues; one whose end hooks ran stays E with its status file, which the next
         start ends again, its end hooks run again (`_recover`); a qdel waiting for a
-        job's execjob_preterm is refused, and the job runs on."""
+        job's execjob_preterm is refused, and the job runs on. A subjob's execjob_preterm
+        chain that an array's or a range's qdel waits for (`_Chain.array_qdel`) is the
+        exception: that qdel recorded its part before the chain started (the array's D,
+        its queued indices gone), so the subjob is marked to be deleted at the next start
+        (`_poll_deletes_again`), and the qdels waiting are told so; they were told "not
+        deleted" while the array's deletion stood, and the subjob ran on to its end. The
+        socket server calls this before it answers the requests still waiting (their
+        answers are these), and `close` again (nothing left then)."""
         for job_id in list(self.chains):
             chain = self.chains.pop(job_id)
             chain.pending.cancel()
+            if chain.event == "execjob_preterm" and chain.array_qdel is not None and \
+                    self._delete_at_start(job_id, chain, chain.array_qdel):
+                continue
             chain.answer(PbsError(PBSE_SYSTEM, "System error: the server is stopping; the "
                                                "job was not deleted", obj=job_id))
             then = {"execjob_prologue": "the job is requeued when it starts again",
@@ -4188,12 +4241,36 @@ class Engine:
             self.log(LOG_JOB, "Job", job_id, f"its {chain.event} hooks were stopped: the "
                      f"server is stopping; {then}")
 
+    def _delete_at_start(self, job_id: str, chain: _Chain, caller: Caller) -> bool:
+        """A subjob's execjob_preterm chain, given up for the stop, that an array's qdel
+        waits for (`stop_chains`): the subjob marked to be deleted at the next start (a
+        -x of a waiting qdel kept: `_purge_at_end`), the qdels told so, and logged;
+        False, nothing told, when the mark could not be written (a full disk): the qdel
+        is refused as not done then, the subjob running on."""
+        try:
+            with self.store.transaction() as st:
+                runtime = {**(st.runtime(job_id) or {}), "delete_at_start": caller.uid}
+                if (purger := chain.purger()) is not None:
+                    runtime["purge"] = f"{purger.user}@{self.host}"
+                st.set_runtime(job_id, runtime)
+        except Exception as exc:  # noqa: BLE001 - told as a refusal, and logged
+            self.log(LOG_ERROR, "Job", job_id, "marking it to be deleted at the next start "
+                     f"failed: {type(exc).__name__}: {exc}")
+            return False
+        chain.answer(PbsError(PBSE_SYSTEM, "System error: the server is stopping; the "
+                              f"deletion is recorded, and its running subjob {job_id} is "
+                              "deleted at the latest when the server starts again", obj=job_id))
+        self.log(LOG_JOB, "Job", job_id, "its execjob_preterm hooks were stopped: the "
+                 "server is stopping; its array's qdel stands, and the job is deleted "
+                 "when the server starts again")
+        return True
+
     def close(self) -> None:
         """Stop the started hook chains and the scheduler processes, and close the
         database and the log; each step runs even if one before it fails (a full disk),
         and the first failure is raised last."""
         failure: Exception | None = None
-        for step in (self._stop_chains, self.sched_procs.stop_all,
+        for step in (self.stop_chains, self.sched_procs.stop_all,
                      lambda: logging.getLogger("pbsplug.hook").removeHandler(self.hook_log),
                      self.store.close, self.log.close, self.accounting.close):
             try:

@@ -13,8 +13,8 @@ import pytest
 from pbsplug.engine.client import Client
 from pbsplug.engine.errors import PbsError
 
-from .conftest import deleted_once, until
-from .owner_hooks import gone, holding_plugin, started, takes_a_job
+from .conftest import accounting_records, deleted_once, until
+from .owner_hooks import gone, holding_plugin, server_goes, started, takes_a_job
 from .test_server import plugin
 
 
@@ -218,13 +218,54 @@ def test_a_server_stopped_during_a_qdels_pbsuser_preterm_refuses_the_qdel(dists,
     engine, job_id, thread, answers = _qdel_waiting(dists, make_engine, engine_root)
     engine.stop()
     thread.join(60)
-    assert str(answers[0]) == "System error: the server is stopping"
+    # (its own answer, given before the socket closes: it was the bare refusal of the
+    # whole request that the loop gives a request still waiting)
+    assert [(a["error"]["code"], a["error"]["message"]) for a in answers[0]] == [
+        (15010, "System error: the server is stopping; the job was not deleted")], answers
     assert "its execjob_preterm hooks were stopped: the server is stopping; the qdel " \
            "waiting for them is refused, and the job runs on" in engine.log()
     engine.start()
     assert engine.job(job_id)["job_state"] == "R"  # adopted again: it runs on
     engine.client("delete", ids=[job_id], force=True)
     engine.wait(job_id)
+
+
+@pytest.mark.parametrize("how", ["stopped", "qterm -t immediate"])
+def test_a_stop_during_an_arrays_pbsuser_preterm_answers_so_and_the_restart_deletes_it(
+        how, dists, make_engine, engine_root):
+    # The array's D was written and its queued index gone before a subjob's pbsuser
+    # preterm chain started; the stop gave it up and the qdel was answered "the server is
+    # stopping" (the job not deleted) while the array's deletion stood, and the subjob ran
+    # on in a deleted array to its own end (qterm -t immediate: requeued, and run again).
+    # Now the answer says so, and the restart (qterm -t immediate: the stop) deletes it.
+    engine = make_engine(waiting_preterm(dists, engine_root))
+    array = engine.pbs("qsub", "-J", "1-3%2", "--", "/bin/sleep", "60",
+                       check=True).stdout.strip()
+    first, second, third = (array.replace("[]", f"[{i}]") for i in (1, 2, 3))
+    engine.wait(first, "R")
+    engine.wait(second, "R")
+    thread, answers = _qdel_behind(engine, array)
+    started(engine_root, "a subjob's preterm to start")  # (the other's goes on)
+    until(lambda: any(engine.job(j)["job_state"] in "FX" for j in (first, second)),
+          what="the subjob whose preterm goes on to be deleted")
+    held, other = (first, second) if engine.job(first)["job_state"] == "R" else \
+        (second, first)
+    assert engine.job(other)["comment"].startswith("Job deleted at request of root@")
+    server_goes(engine, how, started(engine_root))
+    thread.join(60)
+    assert [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers[0]] == [
+        (array, 15010, "System error: the server is stopping; the deletion is recorded, "
+                       f"and its running subjob {held} is deleted at the latest when the "
+                       "server starts again")], answers
+    engine.start()
+    assert engine.wait(held, "FX")["comment"].startswith("Job deleted at request of root@")
+    assert engine.wait(array)["job_state"] == "F"
+    records = accounting_records(engine)  # (index 3 gone at the qdel, never run: no D)
+    assert [records.count(f";D;{job};") for job in (array, held, other, third)] == \
+        [1, 1, 1, 0], records
+    if how == "stopped":
+        assert f"{held};job deleted after a server restart: its array's qdel was " \
+               "answered so" in engine.log()
 
 
 @pytest.mark.parametrize("event", ["execjob_preterm", "execjob_prologue"])
@@ -235,7 +276,7 @@ def test_a_stop_that_comes_as_a_chain_steps_is_the_stops_not_the_hooks(event, ca
     # lines of the loop): the runner then gives the hook up, "the server is stopping: the
     # hook's process was killed", and that was taken for the hook's error: the waiting qdel
     # refused as "filter hook 'slow' encountered an exception", a prologue's job handled as
-    # its hook failed. The stop's rule stands (`_stop_chains`). A chain whose hooks were
+    # its hook failed. The stop's rule stands (`stop_chains`). A chain whose hooks were
     # over just then goes on as any other. (The stop-during-preterm test met it once
     # under load; here the SIGTERM is made to land in the step.)
     from pbsplug.engine.server import ROLE_MANAGER, Caller, LaterAnswer, _Chain
@@ -269,7 +310,7 @@ def test_a_stop_that_comes_as_a_chain_steps_is_the_stops_not_the_hooks(event, ca
         assert [o.runs for o in done] == [[run]] and eng.chains == {}
         return
     assert (done, eng.chains) == ([], {"12.x": chain})
-    eng._stop_chains()
+    eng.stop_chains()
     assert results[0]["error"]["message"].startswith("System error: the server is stopping")
 
 
