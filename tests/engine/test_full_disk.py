@@ -475,6 +475,24 @@ def _full(small_home: Path, submit) -> None:
     raise AssertionError("no submission was refused on a full disk")
 
 
+def _full_after(monkeypatch, small_home: Path, eng, owner, name: str):
+    """`owner.name` made to fill `small_home` right after each call returns, as another
+    process takes the room: what it wrote stands, and the writes after it fail. Returns
+    the real one, to put back."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    real = getattr(owner, name)
+
+    def full_after_it(*args, **kwargs):
+        result = real(*args, **kwargs)
+        _full(small_home, lambda: eng.req_submit(Caller(0, ROLE_MANAGER), {"Hold_Types": "u"},
+                                                 "true\n"))
+        return result
+
+    monkeypatch.setattr(owner, name, full_after_it)
+    return real
+
+
 def test_a_qdel_after_one_refused_in_the_prologue_runs_execjob_abort(small_home, dists):
     """A qdel in a job's pbsuser prologue stops the chain, then writes the deletion: on a
     full disk that write failed, the qdel was refused, and the job stayed R with no launch
@@ -712,13 +730,7 @@ def test_a_deletion_written_whose_end_was_not_writes_no_second_d_record(
         root = Caller(0, ROLE_MANAGER)
         job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
         poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
-        real = eng._record_deletion
-
-        def full_after_it(*args, **kwargs):  # (as another process takes the room)
-            real(*args, **kwargs)
-            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
-
-        monkeypatch.setattr(eng, "_record_deletion", full_after_it)
+        real = _full_after(monkeypatch, small_home, eng, eng, "_record_deletion")
         [first] = eng.req_delete(root, [job_id])
         assert first["error"]["code"] == PBSE_SYSTEM, first
         attrs = eng.store.job(job_id)
@@ -971,13 +983,7 @@ def test_a_deletion_written_whose_end_was_not_ends_deleted_at_a_restart(
         root = Caller(0, ROLE_MANAGER)
         job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
         poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
-        real = eng._record_deletion
-
-        def full_after_it(*args, **kwargs):  # (as another process takes the room)
-            real(*args, **kwargs)
-            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
-
-        monkeypatch.setattr(eng, "_record_deletion", full_after_it)
+        _full_after(monkeypatch, small_home, eng, eng, "_record_deletion")
         [first] = eng.req_delete(root, [job_id])
         assert first["error"]["code"] == PBSE_SYSTEM, first
         assert eng.store.job(job_id)["job_state"] == "R"
@@ -1174,13 +1180,7 @@ def test_a_reservation_end_that_failed_half_way_fires_resv_end_and_writes_its_re
         now[0] = start + 1
         poll_until(eng, lambda: eng.store.get("resv", resv)["reserve_state"] ==
                    "RESV_RUNNING", "the reservation's beginning")
-        real = eng.accounting.resv_finished
-
-        def full_after_it(*args, **kwargs):  # (as another process takes the room)
-            real(*args, **kwargs)
-            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
-
-        monkeypatch.setattr(eng.accounting, "resv_finished", full_after_it)
+        real = _full_after(monkeypatch, small_home, eng, eng.accounting, "resv_finished")
         now[0] = start + 61
         with pytest.raises(PbsError) as failed:
             eng.resvs.poll(now[0])
@@ -1370,13 +1370,7 @@ def test_a_refused_rdel_whose_hooks_and_record_were_done_is_finished_by_the_poll
                    "RESV_CONFIRMED", "the reservation's confirmation")
         job_id = eng.req_submit(root, {"queue": resv.split(".")[0], "Hold_Types": "u"},
                                 "true\n")
-        real = eng.accounting.resv_deleted
-
-        def full_after_it(*args, **kwargs):  # (as another process takes the room)
-            real(*args, **kwargs)
-            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
-
-        monkeypatch.setattr(eng.accounting, "resv_deleted", full_after_it)
+        real = _full_after(monkeypatch, small_home, eng, eng.accounting, "resv_deleted")
         [answer] = eng.req_resv_delete(root, [resv])
         assert answer["error"]["code"] == PBSE_SYSTEM, answer
         assert eng.store.get("resv", resv)["reserve_state"] == "RESV_CONFIRMED"
@@ -1422,13 +1416,7 @@ def test_an_end_that_failed_half_way_takes_no_new_window_and_is_finished_by_the_
         now[0] = start + 1
         poll_until(eng, lambda: eng.store.get("resv", resv)["reserve_state"] ==
                    "RESV_RUNNING", "the reservation's beginning")
-        real = eng.accounting.resv_finished
-
-        def full_after_it(*args, **kwargs):  # (as another process takes the room)
-            real(*args, **kwargs)
-            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
-
-        monkeypatch.setattr(eng.accounting, "resv_finished", full_after_it)
+        real = _full_after(monkeypatch, small_home, eng, eng.accounting, "resv_finished")
         now[0] = start + 61
         with pytest.raises(PbsError) as failed:
             eng.resvs.poll(now[0])
@@ -1468,13 +1456,7 @@ def test_a_qdel_x_in_the_prologue_whose_purge_could_not_be_written_still_runs_ex
         root = Caller(0, ROLE_MANAGER)
         job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
         poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
-        real = eng.accounting.deleted
-
-        def full_after_d(*args, **kwargs):  # (as another process takes the room)
-            real(*args, **kwargs)
-            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
-
-        monkeypatch.setattr(eng.accounting, "deleted", full_after_d)
+        real = _full_after(monkeypatch, small_home, eng, eng.accounting, "deleted")
         [first] = eng.req_delete(root, [job_id], purge=True)
         assert first["error"]["code"] == PBSE_SYSTEM, first
         monkeypatch.setattr(eng.accounting, "deleted", real)
