@@ -321,8 +321,8 @@ class _Unwritten:
     `Engine._written_or_kept` and tried again at later polls (`Engine._poll_unwritten`):
     `write` given a copy of the job's attributes as they were (`attrs`), while the job is
     stored in `state` still (else written after all: dropped). `what` names it in the log:
-    ``job end`` (after its end hooks: `_carry_on`) or ``job requeue`` (a failed start's:
-    `_requeue_or_keep`)."""
+    ``job end`` (after its end hooks: `_carry_on`; the job stored E, or R when a start
+    hook ended it) or ``job requeue`` (a failed start's: `_requeue_or_keep`)."""
 
     def __init__(self, attrs: dict[str, Any], write: Callable[[dict[str, Any]], None],
                  state: str, what: str):
@@ -3513,7 +3513,7 @@ class Engine:
         comment = lifecycle.refused_comment(event, outcome.consequence, outcome.message)
         if lifecycle.start_step(outcome.consequence) == lifecycle.FINISH:
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
-                         comment=comment)
+                         comment=comment, kept_in="R")
         else:
             self._requeue_or_keep(job_id, attrs, comment)
 
@@ -4033,12 +4033,15 @@ class Engine:
         if self._end_hooks_from(job_id, attrs, ending):
             self._carry_on(job_id, attrs, ending)
 
-    def _carry_on(self, job_id: str, attrs: dict[str, Any], ending: _Ending) -> bool:
-        """The job's end carried on once its started end hooks are over (`ending.then`);
-        one that cannot be written is tried again at later polls (`_written_or_kept`), on
-        the attributes as the hooks left them, the hooks not run again. False then."""
+    def _carry_on(self, job_id: str, attrs: dict[str, Any], ending: _Ending,
+                  state: str = "E") -> bool:
+        """The job's end carried on once its end hooks are over (`ending.then`): started
+        ones (the job stored E), or those of a start a hook ended (`_finish`'s `kept_in`:
+        the job stored R); one that cannot be written is tried again at later polls
+        (`_written_or_kept`) while the job is stored in `state`, on the attributes as the
+        hooks left them, the hooks not run again. False then."""
         return self._written_or_kept(job_id, attrs, lambda kept: ending.then(kept, ending),
-                                     "E", "job end")
+                                     state, "job end")
 
     def _written_or_kept(self, job_id: str, attrs: dict[str, Any],
                          write: Callable[[dict[str, Any]], None], state: str,
@@ -4082,8 +4085,8 @@ class Engine:
         """Whether the job's end hooks run while the server serves (`chains`), its end
         after them waits for room to be written (`unwritten`), or a restart ends it again
         (`ends_again`): its end goes on by itself, whatever a request asks meanwhile. (A
-        failed start's requeue that waits for room does not: the job is R with no launch,
-        as a job its prologue left, for a qdel.)"""
+        failed start's requeue, or the end of a start a hook ended, that waits for room does
+        not: the job is R with no launch, as a job its prologue left, for a qdel.)"""
         chain = self.chains.get(job_id)
         return chain is not None and chain.event in lifecycle.END_EVENTS or \
             job_id in self.unwritten and self.unwritten[job_id].state == "E" or \
@@ -4121,18 +4124,24 @@ class Engine:
 
     def _finish(self, job_id: str, attrs: dict[str, Any], ended: executor.JobExit,
                 comment: str | None = None, end_hooks: bool = True,
-                used: dict[str, Any] | None = None) -> None:
+                used: dict[str, Any] | None = None, kept_in: str | None = None) -> None:
         """The job is over: epilogue and end hooks (unless run already: `used` is then what
         was measured but what they set, `_Ending.kept`), then its record, then jobobit;
         then a job a qdel -x ended is purged. An end chain with a `user = pbsuser` hook runs
         while the server serves (`_end_hooks_from`), the job E/57: the rest is done when
-        it is over."""
+        it is over. With `kept_in` (a start a hook ended, the job stored R with no launch:
+        `_refused_start`), an end that cannot be written after the end hooks (a full disk)
+        is kept and written at a later poll while the job is stored so (`_carry_on`), and
+        the cycle goes on; it failed the cycle, the job left R, its cpus held."""
         if end_hooks and attrs.get("exec_vnode"):
             ending = self._ending(job_id, attrs, ended, then=functools.partial(
                 self._finish_over, job_id, comment), record={
                     "exit_status": ended.exit_status, "start_error": ended.start_error,
                     "comment": comment})
             if not self._end_hooks_from(job_id, attrs, ending):
+                return
+            if kept_in is not None:
+                self._carry_on(job_id, attrs, ending, kept_in)
                 return
             used = ending.kept(attrs)
         runtime = self.store.runtime(job_id) or {}

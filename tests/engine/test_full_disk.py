@@ -1471,3 +1471,73 @@ def test_a_qdel_x_in_the_prologue_whose_purge_could_not_be_written_still_runs_ex
         eng.runner.reap()
         eng.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.parametrize("event, delete", [("execjob_begin", True), ("execjob_prologue", True),
+                                           ("execjob_launch", True), ("execjob_launch", False)])
+def test_a_start_a_hook_ends_whose_end_cannot_be_written_ends_once_there_is_room(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch, event, delete):
+    """A start hook's job.delete() (or a plain execjob_launch reject) ends the job: that
+    end's write failing on a full disk failed the cycle and left the job R with no launch,
+    its cpus held. It is kept and written at a later poll, once there is room: one E
+    record, the job's execjob_abort and end hooks not run again."""
+    from pbsplug import PluginInfo, hookimpl
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    seen = work / "seen"
+
+    def saw(name):
+        with open(seen, "a") as out:
+            out.write(f"{name}\n")
+
+    def refuse(self, event):
+        if delete:
+            event.job.delete()
+        event.reject("not this one")
+
+    def execjob_abort(self, event):
+        saw("execjob_abort")
+
+    def execjob_end(self, event):
+        saw("execjob_end")
+
+    refuse.__name__ = event
+    ends = type("Ends", (), {
+        "plugin_info": PluginInfo(events=(event, "execjob_abort", "execjob_end")),
+        event: hookimpl(refuse), "execjob_abort": hookimpl(execjob_abort),
+        "execjob_end": hookimpl(execjob_end)})
+    register_plugin(ends(), "ends")
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
+        real = eng._refused_start
+
+        def full_first(*args, **kwargs):  # (as another process takes the room)
+            monkeypatch.setattr(eng, "_refused_start", real)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(eng, "_refused_start", full_first)
+        said = _logged(eng, monkeypatch)
+        eng.req_release(root, [job_id])
+        poll_until(eng, lambda: any(f"{event} hook refused" in s for s in said),
+                   "the job's start to be refused")
+        for _ in range(3):  # (polls on the full disk: the end waits)
+            eng.poll()
+        assert eng.store.job(job_id)["job_state"] == "R"
+        assert [s for s in said if "job end not recorded yet" in s], said
+        (small_home / "fill").unlink()  # room again
+        poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+        assert not [s for s in said if "scheduling cycle failed" in s], said
+        assert [s for s in said if "job end recorded" in s], said
+        records = "".join(p.read_text() for p in eng.home.accounting.iterdir())
+        assert records.count(f";E;{job_id};") == 1, records
+        assert seen.read_text() == "execjob_abort\nexecjob_end\n"
+    finally:
+        eng.runner.reap()
+        eng.close()
+        shutil.rmtree(work, ignore_errors=True)
