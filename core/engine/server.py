@@ -1609,7 +1609,8 @@ class Engine:
         given, job_id = job_id, self._full_id(job_id)
         named = arrays.named(job_id)
         if named is not None and (not named.single or self.store.job(job_id) is None):
-            self._delete_in_array(caller, job_id, named, force, purge, given=given)
+            self._delete_in_array(caller, job_id, named, force, purge, given=given,
+                                  killed=killed)
             return
         attrs = self._job(job_id)
         self._own(caller, job_id, attrs)
@@ -1689,7 +1690,9 @@ class Engine:
             not (self.defer_answers and self._owner_runs("execjob_preterm"))
 
     def _array_preterms(self, caller: Caller, job_id: str, array_job: str,
-                        indices: list[int] | None, force: bool) -> dict[str, Outcome]:
+                        indices: list[int] | None, force: bool,
+                        killed: Mapping[str, PbsError | None] | None = None
+                        ) -> dict[str, Outcome]:
         """The execjob_preterm outcomes of an array qdel's running subjobs (of `indices`,
         or all) whose hooks fire in the server's thread (`_preterm_here`), fired before
         anything of the deletion is recorded, in the order the subjobs are then deleted
@@ -1697,11 +1700,14 @@ class Engine:
         `STOPPING`, nothing of it done: no D record, its queued indices kept, its subjobs
         running on, and no later subjob's hooks fired (the stop would give them up too).
         (Fired as each subjob was deleted, the qdel was refused so with the array's D
-        written and its queued indices gone: half done, answered as not done.)"""
+        written and its queued indices gone: half done, answered as not done.) A subjob
+        this request has taken already (`killed`) fires none again: `_delete` answers it
+        as that first time."""
         wanted = None if indices is None else set(indices)
         outcomes: dict[str, Outcome] = {}
         for sub, lean in self.store.subjobs(array_job).items():
             if wanted is not None and lean.get("array_index") not in wanted or \
+                    killed is not None and sub in killed or \
                     not self._preterm_here(sub, lean, force):
                 continue
             attrs = self._job(sub)
@@ -1841,7 +1847,8 @@ class Engine:
             raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)
 
     def _delete_in_array(self, caller: Caller, job_id: str, named: arrays.Named,
-                         force: bool, purge: bool, given: str | None = None) -> None:
+                         force: bool, purge: bool, given: str | None = None,
+                         killed: dict[str, PbsError | None] | None = None) -> None:
         """qdel of an array (``12[]``), or of subjobs of it (``12[3]``, ``12[2-5]``), as
         OpenPBS 23.06 takes them (checked): indices not instantiated are gone at once,
         instantiated subjobs are deleted as jobs; a range needs one index of the array
@@ -1863,7 +1870,11 @@ class Engine:
         ``12[]``'s deletion (and its -x) is one write (`Arrays.delete`), then its log line
         and D record: a qdel of it whose deletion is written already (one refused after,
         the disk full as its subjobs were killed) writes neither again, and deletes the
-        subjobs left (its retry wrote the array's D again)."""
+        subjobs left (its retry wrote the array's D again). A subjob this request has
+        taken already (`killed`: named alone, in a range, or in the whole array, before) is
+        answered as that first time, its preterm not fired again nor its D written again
+        (``qdel 12[2] 12[1-3]`` fired subjob 2's execjob_preterm twice and wrote its D
+        twice)."""
         array_job = arrays.array_id(named.number, job_id.split(".", 1)[-1])
         attrs = self.store.job(array_job)
         if attrs is None or not attrs.get("array"):
@@ -1887,7 +1898,8 @@ class Engine:
                 raise PbsError(PBSE_IVALREQ, obj=job_id)
             if named.single and self._job(job_id)["job_state"] in ("F", "X"):
                 raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)  # (a range lets it be)
-        preterms = self._array_preterms(caller, job_id, array_job, indices, force)
+        preterms = self._array_preterms(caller, job_id, array_job, indices, force,
+                                        killed)
         if purge:  # (its subjobs over already go now, as PBS's server purges them)
             purged = None if indices is None else set(indices)
             self._purge_rows(caller, {
@@ -1912,7 +1924,7 @@ class Engine:
             if not named.single and self._ends_alone(sub):
                 continue  # (it ends by itself: PBS lets an exiting subjob be, but named)
             try:
-                self._delete(caller, sub, force, purge, preterm=preterms.get(sub))
+                self._delete(caller, sub, force, purge, killed, preterm=preterms.get(sub))
             except _Waits as waits:  # (its part recorded already: `stop_chains`)
                 for chain in waits.chains:
                     chain.array_qdel = chain.array_qdel or caller

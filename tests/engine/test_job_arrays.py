@@ -399,3 +399,58 @@ def test_remaining_indices_are_counted_from_their_runs(remaining, count):
     assert arrays.count_indices(remaining) == count == len(arrays.parse_indices(remaining))
     with pytest.raises(ValueError):
         arrays.count_indices("1-5:0")
+
+
+@pytest.mark.parametrize(("names", "refuse"), [
+    (["{a}[2]", "{a}[1-3]"], False), (["{a}[1-3]", "{a}[2]"], False),
+    (["{a}[2]", "{a}[]"], False), (["{a}[1-3]", "{a}[2-3]", "{a}[]"], False),
+    (["{a}[2]", "{a}[1-3]"], True), (["{a}[]", "{a}[2]", "{a}[]"], True)],
+    ids=["alone-range", "range-alone", "alone-whole", "range-range-whole",
+         "alone-range-refused", "whole-alone-whole-refused"])
+def test_a_subjob_named_again_in_one_qdel_is_deleted_once(
+        engine_here, register_plugin, tmp_path, names, refuse):
+    """``qdel 12[2] 12[1-3]`` (a running subjob named alone, then in a range, or in the
+    whole array ``12[]``, in any order) fired subjob 2's execjob_preterm for each name and
+    wrote its D record for each: the array's part did not know what the request had taken
+    already, as ``qdel 7 7.server`` does. Now it is deleted once, one preterm, one D, and
+    each name is answered as the first (a refusal again for a preterm that refused)."""
+    from pbsplug import PluginInfo, hookimpl
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    from .conftest import accounting_records, poll_until
+
+    ran = tmp_path / "ran"
+    tmp_path.chmod(0o777)
+
+    class Counts:
+        plugin_info = PluginInfo(events=("execjob_preterm",))
+
+        @hookimpl
+        def execjob_preterm(self, event):
+            with ran.open("a") as out:
+                out.write(event.job.id + "\n")
+            if refuse:
+                event.reject("not now")
+
+    register_plugin(Counts(), "counts")
+    eng = engine_here()
+    root = Caller(0, ROLE_MANAGER)
+    array = eng.req_submit(root, {"array_indices_submitted": "1-3"}, "exec sleep 300\n")
+    sub = array.replace("[]", "[2]")
+    poll_until(eng, lambda: sub in eng.launches, "subjob 2 running")
+    running = sorted(job for job in eng.launches if job.startswith(array.split("[")[0]))
+    number = array.split("[")[0]
+    answers = eng.req_delete(root, [name.format(a=number) for name in names])
+    records = accounting_records(eng)
+    if not refuse:  # (one D a running subjob)
+        assert [records.count(f";D;{job};") for job in running] == [1] * len(running), \
+            records
+    runs = ran.read_text().splitlines()
+    assert sorted(runs) == running, runs  # (one preterm a running subjob)
+    if refuse:
+        assert all(answer["error"]["code"] == 15136 for answer in answers), answers
+        assert f";D;{sub};" not in records, records
+        assert all(job in eng.launches and job not in eng.kills for job in running)
+        return
+    assert all(answer.get("error") is None for answer in answers), answers
+    assert all(job in eng.kills for job in running), (running, eng.kills)
