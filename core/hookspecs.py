@@ -289,7 +289,9 @@ def execjob_abort(event: Event) -> None:
     """The job's start-up failed (a launch hook failed, or setup failed); runs before
     execjob_end.
 
-    Carries ``event.job`` and ``event.vnode_list``. Reject: ignored.
+    Carries ``event.job`` and ``event.vnode_list``. Reject: ignored. It may run twice
+    for one start-up (the local engine stopped after it ran, before it could note so):
+    undo what execjob_begin made so that a second run finds nothing and does no harm.
     """
 
 

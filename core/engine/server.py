@@ -394,6 +394,10 @@ class Engine:
         #: stop left them to (`stop_chains`), and the uid of who asked: deleted at the
         #: first poll (`_poll_deletes_again`).
         self.deletes_again: dict[str, int] = {}
+        #: Deleted prologue jobs whose execjob_abort ran but whose ``abort_pending`` mark
+        #: could not be cleared (a full disk): the next qdel runs it not again
+        #: (`_abort_deleted`).
+        self.aborts_run: set[str] = set()
         #: Whether a request may be answered later (`LaterAnswer`): the socket server's
         #: loop does that; a caller in this process (tests, adapters) gets its answer at once.
         self.defer_answers = False
@@ -528,8 +532,9 @@ class Engine:
         D record, the mark of `_record_deletion`) but whose end was not (a qdel in its
         prologue, the disk full again after its D): finished as the qdel that comes next
         finishes it (`_delete_in_prologue`): deleted, its end hooks run, no second D
-        record, log line or execjob_abort. It was requeued as a job that had not started,
-        and a job its user deleted ran again."""
+        record or log line, and execjob_abort only if it has not run (``abort_pending``:
+        the server killed between the deletion's write and its execjob_abort). It was
+        requeued as a job that had not started, and a job its user deleted ran again."""
         deleted = runtime.get("deleted")
         reason = runtime.get("end_reason")
         if isinstance(reason, str) and reason.startswith("Job deleted"):
@@ -538,6 +543,8 @@ class Engine:
             comment = f"{DELETED_BY}{deleted if isinstance(deleted, str) else 'unknown'}"
         self.log(LOG_JOB, "Job", job_id, "job deleted before a server restart, its end "
                  "not written: it ends so")
+        if runtime.get("abort_pending"):
+            self._abort_deleted(job_id, attrs)
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=comment)
 
@@ -1791,7 +1798,8 @@ class Engine:
     def _record_deletion(self, caller: Caller, job_id: str, purge: bool = False,
                          killed: dict[str, PbsError | None] | None = None, note: str = "",
                          end_reason: Literal["unless_set", "replaced"] | None = None,
-                         kill: Callable[[dict[str, Any]], Any] | None = None) -> None:
+                         kill: Callable[[dict[str, Any]], Any] | None = None,
+                         abort: bool = False) -> None:
         """The bookkeeping of a qdel that deletes a job without killing it (a qrerun is
         ending its run, `_delete_requeued`; its prologue is stopped, `_delete_in_prologue`;
         its end hooks run, `_delete_exiting`; its run ended while its execjob_preterm
@@ -1810,7 +1818,9 @@ class Engine:
         None leaves it. `kill`, given the runtime, writes a qdel's kill of the running
         job in the same transaction (`_kill_deleted`). The mark names who deleted the job:
         a job marked but not ended (its end could not be written) ends deleted by them at
-        the server's next start (`_recover`), never run again."""
+        the server's next start (`_recover`), never run again. `abort` marks its
+        execjob_abort to come (``abort_pending``, in the mark's own write), cleared once
+        it has run (`_abort_deleted`)."""
         who = f"{caller.user}@{self.host}"
         with self.store.transaction() as st:
             runtime = {**(st.runtime(job_id) or {}), "deleted": who}
@@ -1822,6 +1832,8 @@ class Engine:
             if purge:  # (`_purge_at_end`'s, in the mark's write: nothing is written between
                 # the mark and what the caller does next, execjob_abort in a prologue)
                 runtime["purge"] = who
+            if abort:
+                runtime["abort_pending"] = True
             st.set_runtime(job_id, runtime)
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}{note}")
         if killed is not None:  # (once written: a refused one is not answered again)
@@ -3323,21 +3335,43 @@ class Engine:
         record (`_delete_exiting`). A job so marked already (its deletion written, and
         its execjob_abort run after it, but its end not: the disk full again) is
         finished, its end hooks run, with no second record, log line or execjob_abort:
-        one deletion, one D record, as PBS writes."""
+        one deletion, one D record, as PBS writes. The deletion is written with its
+        execjob_abort to come (``abort_pending``), cleared once it has run: a server killed
+        between the two (SIGKILL, a crash, a power cut) left a job marked deleted whose
+        execjob_abort never ran, and the next qdel or start took it as run, what its begin
+        hooks made left on the host; they run it now (`_abort_deleted`)."""
         self._stop_chain(job_id)
-        if self._deleted_already(self.store.runtime(job_id) or {}):
+        runtime = self.store.runtime(job_id) or {}
+        if self._deleted_already(runtime):
             if killed is not None:
                 killed[job_id] = None
             if purge:  # (its -x counts all the same)
                 self._purge_at_end(caller, job_id)
             attrs = self._job(job_id)
+            if runtime.get("abort_pending") and job_id not in self.aborts_run:
+                self._abort_deleted(job_id, attrs)
         else:
-            self._record_deletion(caller, job_id, purge, killed)
+            self._record_deletion(caller, job_id, purge, killed, abort=True)
             attrs = self._job(job_id)
-            self._event("execjob_abort", job=Job(job_id, attrs),
-                        vnode_list=self._job_vnodes(attrs))
+            self._abort_deleted(job_id, attrs)
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=f"{DELETED_BY}{caller.user}@{self.host}")
+        self.aborts_run.discard(job_id)
+
+    def _abort_deleted(self, job_id: str, attrs: dict[str, Any]) -> None:
+        """A deleted prologue's job's execjob_abort, then its ``abort_pending`` mark
+        cleared (`_record_deletion`). A clearing that cannot be written (a full disk) is
+        kept in `aborts_run` for the next qdel of this server; a server that stops before
+        the job's end is written runs execjob_abort again at its next start: abort hooks
+        are cleanup, and must bear a second run."""
+        self._event("execjob_abort", job=Job(job_id, attrs),
+                    vnode_list=self._job_vnodes(attrs))
+        self.aborts_run.add(job_id)
+        with self.store.transaction() as st:
+            runtime = dict(st.runtime(job_id) or {})
+            runtime.pop("abort_pending", None)
+            st.set_runtime(job_id, runtime)
+        self.aborts_run.discard(job_id)
 
     def _launch(self, job_id: str, attrs: dict[str, Any],
                 vnodes: dict[str, Vnode] | None) -> bool:

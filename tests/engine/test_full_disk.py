@@ -963,13 +963,17 @@ def test_a_refused_launch_whose_requeue_cannot_be_written_is_requeued_once_there
         shutil.rmtree(work, ignore_errors=True)
 
 
+@pytest.mark.parametrize(("full_after", "aborts"), [("_abort_deleted", 1),
+                                                     ("_record_deletion", 2)])
 def test_a_deletion_written_whose_end_was_not_ends_deleted_at_a_restart(
-        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+        small_home, pbsplug_plugins, register_plugin, monkeypatch, full_after, aborts):
     """A qdel in a job's pbsuser prologue whose deletion was written (its D record, its
     execjob_abort) but whose end then was not (the disk full again), and the server closed
     before another qdel: its next start found the job R with no launch and requeued it as
     one that had not started, and a job its user deleted ran again. It ends deleted at the
-    start now, as the next qdel would end it: its end hooks run, one D, one execjob_abort."""
+    start now, as the next qdel would end it: its end hooks run, one D, one execjob_abort;
+    or two, the disk full before the abort's mark was cleared: the start cannot know it
+    ran, and runs it again (abort hooks are cleanup)."""
     from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
 
     from .test_poll import poll_until
@@ -983,7 +987,7 @@ def test_a_deletion_written_whose_end_was_not_ends_deleted_at_a_restart(
         root = Caller(0, ROLE_MANAGER)
         job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
         poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
-        _full_after(monkeypatch, small_home, eng, eng, "_record_deletion")
+        _full_after(monkeypatch, small_home, eng, eng, full_after)
         [first] = eng.req_delete(root, [job_id])
         assert first["error"]["code"] == PBSE_SYSTEM, first
         assert eng.store.job(job_id)["job_state"] == "R"
@@ -1000,8 +1004,80 @@ def test_a_deletion_written_whose_end_was_not_ends_deleted_at_a_restart(
             if f";{job_id};" in line]
         assert records == ["Q", "S", "D", "E"], records
         ran = seen.read_text().split()  # (its end hooks again, as the next qdel runs them)
-        assert ran.count("execjob_abort") == 1, ran
+        assert ran.count("execjob_abort") == aborts, ran
         assert ran[-1] == "execjob_end", ran
+    finally:
+        (work / "go").touch()
+        for engine in (eng, again):
+            if engine is not None:
+                engine.runner.reap()
+                engine.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class _Killed(BaseException):
+    """The server killed (SIGKILL, a crash, a power cut) at that point: nothing of the
+    request after it runs, nothing catches it."""
+
+
+def _killed_before_the_abort(monkeypatch, eng):
+    """`eng` killed as its next execjob_abort is about to fire: what was written stands.
+    Returns the real `_event`, to put back."""
+    real = eng._event
+
+    def killed_at_the_abort(event, *args, **kwargs):
+        if event == "execjob_abort":
+            raise _Killed
+        return real(event, *args, **kwargs)
+
+    monkeypatch.setattr(eng, "_event", killed_at_the_abort)
+    return real
+
+
+@pytest.mark.parametrize("then", ["restart", "qdel"])
+def test_a_server_killed_between_a_prologue_deletion_and_its_abort_runs_the_abort(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch, then):
+    """A server killed between a prologue qdel's deletion (its mark, its D record) and the
+    job's execjob_abort: the mark was taken as the abort run, so its next start (or the
+    next qdel) ended the job with no execjob_abort, and what its execjob_begin hooks made
+    on the host stayed. The deletion's write now says the abort is to come: it runs once,
+    and the job ends deleted, one D record, one 'Job to be deleted'."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    work.chmod(0o777)
+    seen = _prologue_held(work, register_plugin)
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    again = None
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
+        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        real = _killed_before_the_abort(monkeypatch, eng)
+        with pytest.raises(_Killed):
+            eng.req_delete(root, [job_id])
+        assert not seen.exists(), seen.read_text()
+        if then == "restart":
+            eng.runner.reap()
+            eng.close()
+            again = Engine(Home(small_home), plugins=pbsplug_plugins)
+        else:
+            monkeypatch.setattr(eng, "_event", real)
+            again, eng = eng, None
+            said = _logged(again, monkeypatch)
+            [answer] = again.req_delete(root, [job_id])
+            assert answer.get("error") is None, answer
+            assert not [s for s in said if "Job to be deleted" in s], said
+        attrs = again.store.job(job_id)
+        assert attrs["job_state"] == "F", attrs
+        assert attrs["comment"] == f"Job deleted at request of root@{again.host}", attrs
+        records = [line.split(";")[1] for line in "".join(
+            p.read_text() for p in sorted(again.home.accounting.iterdir())).splitlines()
+            if f";{job_id};" in line]
+        assert records == ["Q", "S", "D", "E"], records
+        assert seen.read_text().split() == ["execjob_abort", "execjob_end"]
     finally:
         (work / "go").touch()
         for engine in (eng, again):
