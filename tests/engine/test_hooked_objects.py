@@ -182,7 +182,7 @@ class Alterer:
 
 
 def test_the_objects_values_are_copied_only_for_an_event_a_hook_runs_for(
-        engine_here, register_plugin, monkeypatch):
+        engine_here, register_plugin, copies):
     """`_event` makes its objects' values their own (deep copies, `own_values`) only when a
     hook will see them: qhold and qrls fire modifyjob with no hook (``hooks=()``) and an
     event no plugin implements runs none, so their jobs keep the stored values as they are
@@ -192,14 +192,7 @@ def test_the_objects_values_are_copied_only_for_an_event_a_hook_runs_for(
     register_plugin(hook, "alterer", isolation="inprocess", alarm=2)
     eng = engine_here()
     job_id = eng.req_submit(ROOT, {"Variable_List": {"MINE": "x"}}, script="true\n")
-    copied: list[str] = []
-    own_values = PbsObject.own_values
-
-    def spied(obj):
-        copied.append(obj.name)
-        own_values(obj)
-
-    monkeypatch.setattr(PbsObject, "own_values", spied)
+    copied = copies
     assert eng.req_hold(ROOT, [job_id]) == [{"id": job_id}]
     assert eng.req_release(ROOT, [job_id]) == [{"id": job_id}]
     assert copied == []
