@@ -136,6 +136,21 @@ def unprivileged_commands(folder: Path, user: str = "nobody") -> Path:
     return folder
 
 
+def hidden_jobs(cluster: SlurmCluster) -> tuple[str, str]:
+    """Two jobs the partitions hide from a plain user: one running in HIDDEN_PARTITION on
+    n3, and one suspended in GROUP_PARTITION on n4 (their ids)."""
+    sleeper = "#!/bin/sh\nsleep 600\n"
+    hidden = cluster.sbatch("-p", HIDDEN_PARTITION, "-w", "n3", "-n", "1", "-o", "/dev/null",
+                            script=sleeper)
+    grouped = cluster.sbatch("-p", GROUP_PARTITION, "-w", "n4", "-n", "1", "-o",
+                             "/dev/null", script=sleeper)
+    for job in (hidden, grouped):
+        cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    cluster.run("scontrol", "suspend", grouped)
+    cluster.wait_job(grouped, lambda j: j["job_state"] == "SUSPENDED", 60, "suspended")
+    return hidden, grouped
+
+
 class SlurmCluster:
     """A running Slurm under `root`; its commands run with ``SLURM_CONF`` set."""
 

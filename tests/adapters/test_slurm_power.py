@@ -234,19 +234,11 @@ def test_jobs_of_partitions_hidden_from_the_caller_keep_their_nodes_up(power, tm
     from pbsplug.adapters import slurm_power
     from pbsplug.adapters.slurm_read import Slurm
 
-    from .slurm_cluster import GROUP_PARTITION, HIDDEN_PARTITION, unprivileged_commands
+    from .slurm_cluster import hidden_jobs, unprivileged_commands
 
     slurm, hw = power
     cluster = slurm.cluster
-    sleeper = "#!/bin/sh\nsleep 600\n"
-    hidden = cluster.sbatch("-p", HIDDEN_PARTITION, "-w", "n3", "-n", "1", "-o", "/dev/null",
-                            script=sleeper)
-    grouped = cluster.sbatch("-p", GROUP_PARTITION, "-w", "n4", "-n", "1", "-o",
-                             "/dev/null", script=sleeper)
-    for job in (hidden, grouped):
-        cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "running")
-    cluster.run("scontrol", "suspend", grouped)
-    cluster.wait_job(grouped, lambda j: j["job_state"] == "SUSPENDED", 60, "suspended")
+    hidden, grouped = hidden_jobs(cluster)
     bin_dir = unprivileged_commands(tmp_path / "bin")
     listed = {flags: cluster.run(str(bin_dir / "squeue"), *flags, "-h", "-t", "all", "-o",
                                  "%i").stdout.split() for flags in ((), ("-a",))}

@@ -370,7 +370,7 @@ def test_exechost_periodic_lists_the_jobs_of_partitions_hidden_from_the_caller(s
     gets no job there, and the cpuset plugin would reap the jobs' cpusets as orphans.
     (slurmd runs the program as root, which Slurm 22.05 shows these jobs with or without
     ``-a``.)"""
-    from .slurm_cluster import GROUP_PARTITION, HIDDEN_PARTITION, unprivileged_commands
+    from .slurm_cluster import hidden_jobs, unprivileged_commands
 
     cluster = slurm.cluster
     dists.add("seejobs", SEEJOBS)
@@ -378,15 +378,7 @@ def test_exechost_periodic_lists_the_jobs_of_partitions_hidden_from_the_caller(s
     slurm.pbsplug(site_toml("seejobs"), "install", "--apply", *slurm.options(),
                   "--bin-dir", str(bin_dir))
     cluster.reconfigure()
-    sleeper = "#!/bin/sh\nsleep 600\n"
-    hidden = cluster.sbatch("-p", HIDDEN_PARTITION, "-w", "n3", "-n", "1", "-o", "/dev/null",
-                            script=sleeper)
-    grouped = cluster.sbatch("-p", GROUP_PARTITION, "-w", "n4", "-n", "1", "-o",
-                             "/dev/null", script=sleeper)
-    for job in (hidden, grouped):
-        cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "running")
-    cluster.run("scontrol", "suspend", grouped)
-    cluster.wait_job(grouped, lambda j: j["job_state"] == "SUSPENDED", 60, "suspended")
+    hidden, grouped = hidden_jobs(cluster)
     plain = cluster.run(str(bin_dir / "squeue"), "-h", "-t", "all", "-o", "%i").stdout.split()
     assert hidden not in plain and grouped not in plain, plain  # really hidden from nobody
 
