@@ -3452,9 +3452,12 @@ class Engine:
         return True
 
     def _could_not_start(self, job_id: str, attrs: dict[str, Any], exc: Exception) -> None:
+        """A start that can never work (its TMPDIR not made, a link planted where its files
+        go): the job ends, as a start a hook ends (`_refused_start`), its end kept when it
+        cannot be written (`_finish`'s `kept_in`)."""
         self.log(LOG_ERROR, "Job", job_id, f"could not start: {exc}")
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
-                     comment=f"Job could not start: {exc}")
+                     comment=f"Job could not start: {exc}", kept_in="R")
 
     def _starts_paused(self, now: float) -> bool:
         """Whether the cycles' starts are paused at `now` (`_short_start`). A pause ends
@@ -4175,10 +4178,11 @@ class Engine:
         was measured but what they set, `_Ending.kept`), then its record, then jobobit;
         then a job a qdel -x ended is purged. An end chain with a `user = pbsuser` hook runs
         while the server serves (`_end_hooks_from`), the job E/57: the rest is done when
-        it is over. With `kept_in` (a start a hook ended, the job stored R with no launch:
-        `_refused_start`), an end that cannot be written after the end hooks (a full disk)
-        is kept and written at a later poll while the job is stored so (`_carry_on`), and
-        the cycle goes on; it failed the cycle, the job left R, its cpus held."""
+        it is over. With `kept_in` (a start a hook ended, or one that can never work, the
+        job stored R with no launch: `_refused_start`, `_could_not_start`), an end that
+        cannot be written after the end hooks (a full disk) is kept and written at a later
+        poll while the job is stored so (`_carry_on`), and the cycle goes on; it failed the
+        cycle, the job left R, its cpus held."""
         if end_hooks and attrs.get("exec_vnode"):
             ending = self._ending(job_id, attrs, ended, then=functools.partial(
                 self._finish_over, job_id, comment), record={

@@ -1617,3 +1617,81 @@ def test_a_start_a_hook_ends_whose_end_cannot_be_written_ends_once_there_is_room
         eng.runner.reap()
         eng.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_start_that_can_never_work_whose_end_cannot_be_written_ends_once_there_is_room(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """A start that can never work (here its TMPDIR cannot be made: tmp/ open to others,
+    as a home before tmp/ was closed) ends the job from the scheduling cycle: that end's
+    write failing on a full disk failed the cycle ('scheduling cycle failed'), and the job
+    was left R with no launch, its cpus held, until a qdel or a restart. It is kept and
+    written at a later poll now, once there is room, as a start a hook ends: the cycle
+    goes on (the job queued after it starts), one E record, its end hooks run once."""
+    from pbsplug import PluginInfo, hookimpl
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    seen = work / "seen"
+
+    class Seen:
+        plugin_info = PluginInfo(events=("execjob_abort", "execjob_end"))
+
+        @hookimpl
+        def execjob_abort(self, event):
+            with open(seen, "a") as out:
+                out.write(f"execjob_abort {event.job.id}\n")
+
+        @hookimpl
+        def execjob_end(self, event):
+            with open(seen, "a") as out:
+                out.write(f"execjob_end {event.job.id}\n")
+
+    register_plugin(Seen(), "seen")
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    tmp = eng.home.tmp
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        never = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
+        after = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
+        real_command, real_end = eng._job_command, eng._could_not_start
+
+        def tmp_open_for_it(job_id, attrs):  # (its TMPDIR's parent is not private then)
+            if job_id == never:
+                tmp.chmod(0o1777)
+            return real_command(job_id, attrs)
+
+        def full_for_its_end(*args, **kwargs):  # (as another process takes the room)
+            tmp.chmod(0o700)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+            try:
+                return real_end(*args, **kwargs)
+            finally:  # (and frees it: the jobs after it start in this cycle)
+                (small_home / "fill").unlink()
+
+        monkeypatch.setattr(eng, "_job_command", tmp_open_for_it)
+        monkeypatch.setattr(eng, "_could_not_start", full_for_its_end)
+        said = _logged(eng, monkeypatch)
+        eng.req_release(root, [never, after])
+        poll_until(eng, lambda: any(s.startswith(f"{never};could not start") for s in said),
+                   "the job's start to fail for good")
+        assert [s for s in said if s.startswith(f"{never};job end not recorded yet")], said
+        assert eng.store.job(after)["job_state"] in ("R", "E", "F")  # (in the same cycle)
+        poll_until(eng, lambda: eng.store.job(after)["job_state"] == "F", "the next job's end")
+        poll_until(eng, lambda: eng.store.job(never)["job_state"] == "F", "the job's end")
+        assert not [s for s in said if "scheduling cycle failed" in s], said
+        assert [s for s in said if s == f"{never};job end recorded"], said
+        attrs = eng.store.job(never)
+        assert attrs["Exit_status"] == -1, attrs
+        assert attrs["comment"].startswith("Job could not start: "), attrs
+        assert eng.store.job(after)["Exit_status"] == 0
+        records = "".join(p.read_text() for p in eng.home.accounting.iterdir())
+        assert records.count(f";E;{never};") == 1, records
+        assert seen.read_text().splitlines().count(f"execjob_end {never}") == 1
+        assert f"execjob_abort {never}" not in seen.read_text()
+    finally:
+        tmp.chmod(0o700)
+        eng.runner.reap()
+        eng.close()
+        shutil.rmtree(work, ignore_errors=True)
