@@ -269,7 +269,9 @@ def execjob_epilogue(event: Event) -> None:
 
     Carries ``event.job`` (with ``Exit_status`` and ``resources_used``) and
     ``event.vnode_list``. Reject: ignored (later hooks are skipped); ``job.rerun()``,
-    ``job.delete()`` and attribute changes still apply.
+    ``job.delete()`` and attribute changes still apply. It may run twice for one end
+    (the local engine stopped after it ran, before it could write the job's end: a full
+    disk, then a restart): clean up so that a second run does no harm.
     """
 
 
@@ -280,7 +282,8 @@ def execjob_end(event: Event) -> None:
 
     Carries ``event.job`` (with ``Exit_status`` and ``resources_used``, as for the
     epilogue) and ``event.vnode_list``. Reject: ignored (later hooks are skipped); changes
-    still apply.
+    still apply. It may run twice for one end, as execjob_epilogue may: a second run
+    must do no harm.
     """
 
 

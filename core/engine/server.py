@@ -398,6 +398,12 @@ class Engine:
         #: could not be cleared (a full disk): the next qdel runs it not again
         #: (`_abort_deleted`).
         self.aborts_run: set[str] = set()
+        #: Jobs whose end hooks `_finish` ran but whose end is not written yet (a full
+        #: disk): their attributes as the hooks left them, and what the hooks kept of the
+        #: measured use (`_Ending.kept`). The next qdel or the kept end's retry ends the job
+        #: from them, its execjob_abort and end hooks not run again (`_finish`); a server
+        #: that stops first runs them again when the job ends after its next start.
+        self.ends_run: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         #: Whether a request may be answered later (`LaterAnswer`): the socket server's
         #: loop does that; a caller in this process (tests, adapters) gets its answer at once.
         self.defer_answers = False
@@ -3339,7 +3345,10 @@ class Engine:
         execjob_abort to come (``abort_pending``), cleared once it has run: a server killed
         between the two (SIGKILL, a crash, a power cut) left a job marked deleted whose
         execjob_abort never ran, and the next qdel or start took it as run, what its begin
-        hooks made left on the host; they run it now (`_abort_deleted`)."""
+        hooks made left on the host; they run it now (`_abort_deleted`). A job whose end
+        hooks ran in this server but whose end was not written (a full disk: `ends_run`,
+        the end of a start a hook ended or that could never work, or of this qdel before)
+        ends with neither run again."""
         self._stop_chain(job_id)
         runtime = self.store.runtime(job_id) or {}
         if self._deleted_already(runtime):
@@ -3350,10 +3359,12 @@ class Engine:
             attrs = self._job(job_id)
             if runtime.get("abort_pending") and job_id not in self.aborts_run:
                 self._abort_deleted(job_id, attrs)
-        else:
-            self._record_deletion(caller, job_id, purge, killed, abort=True)
+        else:  # (no execjob_abort after end hooks that ran, their end unwritten: `ends_run`)
+            hooks_ran = job_id in self.ends_run
+            self._record_deletion(caller, job_id, purge, killed, abort=not hooks_ran)
             attrs = self._job(job_id)
-            self._abort_deleted(job_id, attrs)
+            if not hooks_ran:
+                self._abort_deleted(job_id, attrs)
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=f"{DELETED_BY}{caller.user}@{self.host}")
         self.aborts_run.discard(job_id)
@@ -4182,18 +4193,22 @@ class Engine:
         job stored R with no launch: `_refused_start`, `_could_not_start`), an end that
         cannot be written after the end hooks (a full disk) is kept and written at a later
         poll while the job is stored so (`_carry_on`), and the cycle goes on; it failed the
-        cycle, the job left R, its cpus held."""
-        if end_hooks and attrs.get("exec_vnode"):
+        cycle, the job left R, its cpus held. End hooks that ran in this server, their end
+        not written (`ends_run`), do not run again: the job ends as they left it."""
+        if end_hooks and attrs.get("exec_vnode") and job_id in self.ends_run:
+            attrs, used = copy.deepcopy(self.ends_run[job_id])  # (the next qdel's end)
+        elif end_hooks and attrs.get("exec_vnode"):
             ending = self._ending(job_id, attrs, ended, then=functools.partial(
                 self._finish_over, job_id, comment), record={
                     "exit_status": ended.exit_status, "start_error": ended.start_error,
                     "comment": comment})
             if not self._end_hooks_from(job_id, attrs, ending):
                 return
+            used = ending.kept(attrs)
+            self.ends_run[job_id] = (copy.deepcopy(attrs), used)  # (till their end is written)
             if kept_in is not None:
                 self._carry_on(job_id, attrs, ending, kept_in)
                 return
-            used = ending.kept(attrs)
         runtime = self.store.runtime(job_id) or {}
         purged_by = runtime.get("purge")
         if not comment and ended.could_not_start and \
@@ -4216,6 +4231,7 @@ class Engine:
                 if node is not None:
                     node["last_used_time"] = now
                     st.put("node", name, node)
+        self.ends_run.pop(job_id, None)
         self.log(LOG_JOB_USAGE, "Job", job_id, f"Exit_status={ended.exit_status} "
                  + " ".join(f"resources_used.{k}={v}"
                             for k, v in (attrs.get("resources_used") or {}).items()))

@@ -1695,3 +1695,78 @@ def test_a_start_that_can_never_work_whose_end_cannot_be_written_ends_once_there
         eng.runner.reap()
         eng.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.parametrize("ended_by", ["qdel", "hook"])
+def test_end_hooks_whose_end_could_not_be_written_do_not_run_again_at_the_next_qdel(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch, ended_by):
+    """A job's end hooks ran, then its end could not be written (a full disk): a qdel in
+    its pbsuser prologue (`ended_by` qdel: refused then, 15010), or a start hook's
+    job.delete() (hook: the end kept). The next qdel, once there is room, ran its end hooks
+    again (and, after a hook's end, its execjob_abort again, after its end hooks). It ends
+    the job as they left it now: each ran once, one D record, one E record."""
+    from pbsplug import PluginInfo, hookimpl
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    work.chmod(0o777)
+    if ended_by == "qdel":
+        seen = _prologue_held(work, register_plugin)
+    else:
+        seen = work / "seen"
+
+        class Deletes:
+            plugin_info = PluginInfo(events=("execjob_begin", "execjob_abort", "execjob_end"))
+
+            @hookimpl
+            def execjob_begin(self, event):
+                event.job.delete()
+                event.reject("not this one")
+
+            @hookimpl
+            def execjob_abort(self, event):
+                with open(seen, "a") as out:
+                    out.write("execjob_abort\n")
+
+            @hookimpl
+            def execjob_end(self, event):
+                with open(seen, "a") as out:
+                    out.write("execjob_end\n")
+
+        register_plugin(Deletes(), "deletes")
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
+        real = _full_after(monkeypatch, small_home, eng, eng, "_end_hooks_from")
+        eng.req_release(root, [job_id])
+        if ended_by == "qdel":
+            poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+            [first] = eng.req_delete(root, [job_id])
+            assert first["error"]["code"] == PBSE_SYSTEM, first
+        else:
+            poll_until(eng, lambda: job_id in eng.unwritten, "the job's end to be kept")
+        assert seen.read_text().split() == ["execjob_abort", "execjob_end"]
+        assert eng.store.job(job_id)["job_state"] == "R"
+        monkeypatch.setattr(eng, "_end_hooks_from", real)
+        (small_home / "fill").unlink()  # room again
+        [second] = eng.req_delete(root, [job_id])
+        assert second.get("error") is None, second
+        attrs = eng.store.job(job_id)
+        assert attrs["job_state"] == "F", attrs
+        assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
+        assert seen.read_text().split() == ["execjob_abort", "execjob_end"]
+        records = "".join(p.read_text() for p in eng.home.accounting.iterdir())
+        assert records.count(f";D;{job_id};") == 1, records
+        assert records.count(f";E;{job_id};") == 1, records
+        eng.poll()  # (the kept end, a hook's: the job ended, nothing is written again)
+        assert job_id not in eng.unwritten and job_id not in eng.ends_run
+        records = "".join(p.read_text() for p in eng.home.accounting.iterdir())
+        assert records.count(f";E;{job_id};") == 1, records
+    finally:
+        (work / "go").touch()
+        eng.runner.reap()
+        eng.close()
+        shutil.rmtree(work, ignore_errors=True)
