@@ -68,7 +68,7 @@ from .errors import (
     stopped,
 )
 from .home import LOG_ADMIN, LOG_DEBUG, LOG_ERROR, LOG_RESV
-from .store import StoreWriteError
+from .store import Store, StoreWriteError
 
 if TYPE_CHECKING:
     from ..scheduler import ResvDecision
@@ -146,13 +146,14 @@ class Reservations:
         #: the next poll whatever its window (a pbs_rdel's too), and its window cannot be
         #: altered: its hooks and its record are done, its reservation does not go on.
         self.ending: dict[str, _Ending] = {}
-        engine.accounting.resv_of = self.of_queue
 
-    def of_queue(self, queue: str) -> tuple[str, str] | None:
+    @staticmethod
+    def of_queue(store: Store, queue: str) -> tuple[str, str] | None:
         """Queue `queue`'s reservation as a job's accounting records name it, (its
         ``Reserve_Name``, ``NULL`` when it has none, and its id), as OpenPBS 23.06 writes
-        ``resvname`` and ``resvID`` (checked); None for any other queue."""
-        store = self.engine.store
+        ``resvname`` and ``resvID`` (checked); None for any other queue. Read from `store`
+        alone: the records a server's start writes (`Engine._recover`) come before its
+        `Reservations` is made."""
         resv_id = (store.get("queue", queue) or {}).get("reservation") if queue else None
         if not resv_id:
             return None

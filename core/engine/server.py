@@ -354,6 +354,8 @@ class Engine:
         logging.getLogger("pbsplug.hook").addHandler(self.hook_log)
         logging.getLogger("pbsplug.hook").setLevel(logging.INFO)
         self.store = Store(home.db)
+        # (before `_recover`, whose records name a job's reservation as any end's do)
+        self.accounting.resv_of = functools.partial(Reservations.of_queue, self.store)
         if plugins is None:
             plugins = load_plugins(load_site(home.site, allow_missing=True))
         self.plugins = plugins

@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+
+from pbsplug.engine import executor
+from pbsplug.engine.store import Store
 
 from .conftest import until
 from .test_accounting import JOB_HEAD, RUN, _keys, of, records
@@ -49,6 +54,34 @@ def test_a_job_in_a_reservations_queue_names_it_in_its_records(engine):
     (_, outside), _ = of(recs, plain)
     assert "resvname" not in outside and "resvID" not in outside
     assert _keys(outside)[:len(JOB_HEAD)] == JOB_HEAD
+
+
+def test_a_job_ended_at_a_restart_names_its_reservation_in_its_e_record(engine):
+    """A job of a reservation's queue that the server's start finds lost (its shepherd
+    gone; not rerunnable: it ends) is ended before the server has read its reservations:
+    its E record had no resvname nor resvID, which a normal end's has. It has them now,
+    the same keys as a normal end's."""
+    resv_id = engine.pbs("pbs_rsub", "-N", "night", "-R", _when(1), "-E", _when(600),
+                         check=True).stdout.split()[0]
+    job_id = engine.pbs("qsub", "-r", "n", "-q", _confirmed(engine, resv_id), "--",
+                        "/bin/sleep", "300", check=True).stdout.strip()
+    engine.wait(job_id, "R")
+    engine.kill()
+    store = Store(engine.home.db)  # the shepherd and its job die, as with the machine
+    launch = executor.Launch(**store.runtime(job_id)["launch"])
+    pgid = launch.resolve(wait=5.0)  # as its shepherd recorded it
+    assert pgid > 0
+    # The shepherd first: killed second, it could record the job's death as an exit.
+    os.kill(launch.shepherd, signal.SIGKILL)
+    os.killpg(pgid, signal.SIGKILL)
+    store.close()
+    engine.start()
+    attrs = engine.wait(job_id)
+    assert attrs["comment"].startswith("Job failed after a server restart"), attrs
+    ended = [pairs for kind, pairs in of(records(engine.home), job_id) if kind == "E"]
+    assert len(ended) == 1, ended
+    assert _keys(ended[0])[:len(RESV_HEAD) + len(RUN)] == [*RESV_HEAD, *RUN], ended
+    assert (ended[0]["resvname"], ended[0]["resvID"]) == ("night", resv_id), ended
 
 
 def test_the_jobs_of_a_reservation_that_ends_get_d_records_of_the_servers_user(engine,
