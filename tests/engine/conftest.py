@@ -3,6 +3,7 @@ plugin distributions a test installs (`dists`) on its path."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -11,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from pbsplug.engine import executor
 from pbsplug.engine.home import Home
 from pbsplug.engine.server import Engine
+from pbsplug.engine.store import Store
 from pbsplug.engine.testing import PBSPLUG, LocalEngine, make_root, remove_root, until
 from pbsplug.plugins import PluginSet
 from pbsplug.siteconfig import SiteConfig
@@ -96,6 +99,22 @@ def deleted_once(engine: LocalEngine, job_id: str, times: int = 1) -> None:
     record `times` (a qdel that comes again is answered and neither logged nor written)."""
     assert engine.log().count("Job to be deleted at request of root@") == times
     assert accounting_records(engine).count(f";D;{job_id};") == times
+
+
+def shepherds_gone(engine: LocalEngine, job_ids: list[str]) -> None:
+    """The running jobs' shepherds and processes killed while `engine`'s server is down
+    (killed), as with the machine: the next start finds the jobs lost."""
+    store = Store(engine.home.db)
+    try:
+        for job_id in job_ids:
+            launch = executor.Launch(**store.runtime(job_id)["launch"])
+            pgid = launch.resolve(wait=5.0)  # as its shepherd recorded it
+            assert pgid > 0
+            # The shepherd first: killed second, it could record the job's death as an exit.
+            os.kill(launch.shepherd, signal.SIGKILL)
+            os.killpg(pgid, signal.SIGKILL)
+    finally:
+        store.close()
 
 
 def ignored_signals(pid: int) -> int | None:

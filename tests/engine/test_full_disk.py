@@ -659,21 +659,10 @@ def test_a_forced_qdel_named_twice_in_the_end_hooks_on_a_full_disk_is_refused_tw
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _prologue_held(work: Path, register_plugin) -> Path:
-    """A pbsuser execjob_prologue hook that waits for ``work/go``, and root's execjob_abort
-    and execjob_end hooks that note their event in ``work/seen`` (returned): those run in
-    the server's request, as its other end hooks do."""
+def _noting_ends(seen: Path):
+    """A plugin whose root execjob_abort and execjob_end hooks note their event in `seen`:
+    those run in the server's request, as its other end hooks do."""
     from pbsplug import PluginInfo, hookimpl
-
-    go, seen = work / "go", work / "seen"
-
-    class Held:
-        plugin_info = PluginInfo(events=("execjob_prologue",))
-
-        @hookimpl
-        def execjob_prologue(self, event):
-            while not go.exists():
-                time.sleep(0.05)
 
     class Seen:
         plugin_info = PluginInfo(events=("execjob_abort", "execjob_end"))
@@ -688,8 +677,26 @@ def _prologue_held(work: Path, register_plugin) -> Path:
             with open(seen, "a") as out:
                 out.write("execjob_end\n")
 
+    return Seen()
+
+
+def _prologue_held(work: Path, register_plugin) -> Path:
+    """A pbsuser execjob_prologue hook that waits for ``work/go``, and root's execjob_abort
+    and execjob_end hooks that note their event in ``work/seen`` (returned)."""
+    from pbsplug import PluginInfo, hookimpl
+
+    go, seen = work / "go", work / "seen"
+
+    class Held:
+        plugin_info = PluginInfo(events=("execjob_prologue",))
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            while not go.exists():
+                time.sleep(0.05)
+
     register_plugin(Held(), "slow", user="pbsuser", alarm=600)
-    register_plugin(Seen(), "seen")
+    register_plugin(_noting_ends(seen), "seen")
     return seen
 
 
@@ -1718,24 +1725,15 @@ def test_end_hooks_whose_end_could_not_be_written_do_not_run_again_at_the_next_q
         seen = work / "seen"
 
         class Deletes:
-            plugin_info = PluginInfo(events=("execjob_begin", "execjob_abort", "execjob_end"))
+            plugin_info = PluginInfo(events=("execjob_begin",))
 
             @hookimpl
             def execjob_begin(self, event):
                 event.job.delete()
                 event.reject("not this one")
 
-            @hookimpl
-            def execjob_abort(self, event):
-                with open(seen, "a") as out:
-                    out.write("execjob_abort\n")
-
-            @hookimpl
-            def execjob_end(self, event):
-                with open(seen, "a") as out:
-                    out.write("execjob_end\n")
-
         register_plugin(Deletes(), "deletes")
+        register_plugin(_noting_ends(seen), "seen")
     eng = Engine(Home(small_home), plugins=pbsplug_plugins)
     try:
         root = Caller(0, ROLE_MANAGER)

@@ -3,14 +3,9 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 
-from pbsplug.engine import executor
-from pbsplug.engine.store import Store
-
-from .conftest import until
+from .conftest import shepherds_gone, until
 from .test_accounting import JOB_HEAD, RUN, _keys, of, records
 
 #: A job's head in a reservation's queue: the reservation's name and id after its queue.
@@ -67,14 +62,7 @@ def test_a_job_ended_at_a_restart_names_its_reservation_in_its_e_record(engine):
                         "/bin/sleep", "300", check=True).stdout.strip()
     engine.wait(job_id, "R")
     engine.kill()
-    store = Store(engine.home.db)  # the shepherd and its job die, as with the machine
-    launch = executor.Launch(**store.runtime(job_id)["launch"])
-    pgid = launch.resolve(wait=5.0)  # as its shepherd recorded it
-    assert pgid > 0
-    # The shepherd first: killed second, it could record the job's death as an exit.
-    os.kill(launch.shepherd, signal.SIGKILL)
-    os.killpg(pgid, signal.SIGKILL)
-    store.close()
+    shepherds_gone(engine, [job_id])
     engine.start()
     attrs = engine.wait(job_id)
     assert attrs["comment"].startswith("Job failed after a server restart"), attrs

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket
@@ -19,7 +18,7 @@ from pbsplug.engine import executor
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.store import Store
 
-from .conftest import PBSPLUG, until
+from .conftest import PBSPLUG, shepherds_gone, until
 
 
 def plugin(dists, name: str, body: str, events: tuple[str, ...], **attrs) -> str:
@@ -439,15 +438,7 @@ def test_a_job_whose_shepherd_died_is_requeued_or_failed(engine):
     engine.wait(rerun, "R")
     engine.wait(once, "R")
     engine.kill()
-    store = Store(engine.home.db)  # the shepherds and their jobs die, as with the machine
-    for job_id in (rerun, once):
-        launch = executor.Launch(**store.runtime(job_id)["launch"])
-        pgid = launch.resolve(wait=5.0)  # as its shepherd recorded it
-        assert pgid > 0
-        # The shepherd first: killed second, it could record the job's death as an exit.
-        os.kill(launch.shepherd, signal.SIGKILL)
-        os.killpg(pgid, signal.SIGKILL)
-    store.close()
+    shepherds_gone(engine, [rerun, once])
     time.sleep(0.3)
     engine.start()
     assert "Job requeued after a server restart: its shepherd is gone" in engine.log()
