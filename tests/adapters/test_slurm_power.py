@@ -265,3 +265,34 @@ def test_jobs_of_partitions_hidden_from_the_caller_keep_their_nodes_up(power, tm
     assert _calls(hw) == []
     assert cluster.job(hidden)["job_state"] == "RUNNING"
     assert cluster.job(grouped)["job_state"] == "SUSPENDED"
+
+
+def test_a_pending_job_of_a_hidden_partition_is_among_the_pending_jobs(slurm, tmp_path):
+    """A job pending in a Hidden=YES partition (n3 and n4 full until their jobs' time limit)
+    has Slurm's expected start and nodes: the adapter's pending query (``squeue -a -t PD``,
+    the periodic and SuspendProgram decisions' job_list) gives it, run as a caller Slurm
+    hides that partition from (a --bin-dir whose squeue runs as nobody). Without ``-a``
+    such a caller gets no such job, and the plugin could power off the nodes it waits for."""
+    from pbsplug.adapters import slurm_power
+    from pbsplug.adapters.slurm_read import Slurm
+
+    from .slurm_cluster import HIDDEN_PARTITION, unprivileged_commands
+
+    cluster = slurm.cluster
+    sleeper = "#!/bin/sh\nsleep 600\n"
+    running = [cluster.sbatch("-p", HIDDEN_PARTITION, "-w", node, "-n", "2", "-t", "10",
+                              "-o", "/dev/null", script=sleeper) for node in ("n3", "n4")]
+    for job in running:
+        cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    pending = cluster.sbatch("-p", HIDDEN_PARTITION, "-N", "2", "-n", "2", "-t", "5", "-o",
+                             "/dev/null", script=sleeper)
+    bin_dir = unprivileged_commands(tmp_path / "bin")
+    plain = cluster.run(str(bin_dir / "squeue"), "-h", "-t", "all", "-o", "%i").stdout.split()
+    assert pending not in plain, plain  # really hidden from nobody
+    ctx = type("Ctx", (), {"slurm": Slurm(str(bin_dir), str(cluster.conf))})()
+    jobs = until(lambda: slurm_power.pending_jobs(ctx), 30,
+                 "Slurm's expected start and nodes of the pending job")
+    assert list(jobs) == [pending]
+    assert jobs[pending]["estimated"]["exec_vnode"] == "(n3:ncpus=1)+(n4:ncpus=1)"
+    assert jobs[pending]["estimated"]["start_time"] > 0
+    assert cluster.job(pending)["job_state"] == "PENDING"
