@@ -12,7 +12,8 @@ bookkeeping Slurm's:
   ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts/SuspendExcStates exclude
   them, last_used_time from Slurm's LastBusyTime, resources_assigned.ncpus from the cpus
   its jobs hold (the plugin keeps a MIXED node, PBS's free, up), jobs from squeue (those
-  holding cpus there: the plugin's reason names them), suspended_jobs from ``squeue -t S``
+  holding cpus there, ``12/0`` a cpu as the engine's: the plugin's reason names them,
+  `running_jobs`), suspended_jobs from ``squeue -t S``
   (Slurm leaves such a node IDLE); resv_list from ``scontrol show
   reservation``; job_list the pending jobs with Slurm's expected start and nodes (``squeue
   --start``; a squeue that fails is the run's error: nothing is powered off). The hosts the
@@ -56,7 +57,7 @@ from .. import jsontext, safedirs
 from ..events import Event
 from ..runner import ACCEPT, Outcome
 from ..values import LONG_MAX, quoted, shown, whole
-from .slurm_read import SlurmError, compress_hostlist, epoch, vnode_state
+from .slurm_read import SlurmError, compress_hostlist, cpu_id_list, epoch, parse_line, vnode_state
 
 if TYPE_CHECKING:  # slurm_bridge imports this module when a power program runs
     from .slurm_bridge import Context
@@ -78,6 +79,8 @@ LOGGED_LEFT_OUT = 5
 #: squeue's states of a job that holds cpus on its nodes (configuring, running, completing,
 #: resizing, signaling, staging out, stopped): slurm_bridge's NODE_JOB_STATES but suspended.
 HOLDING_STATES = "CF,R,CG,RS,SI,SO,ST"
+#: The cpus of one job on one node `cpu_slots` reads at most (its allocation's CPU_IDs).
+MAX_CPU_IDS = 1 << 16
 #: The suspended jobs a SuspendProgram line names for one node kept up; the rest counted.
 NAMED_JOBS = 10
 #: Slurm's node state flags in the order slurmctld matches a SuspendExcStates name against
@@ -390,11 +393,64 @@ def suspended_jobs(ctx: Context) -> dict[str, list[str]]:
 
 
 def running_jobs(ctx: Context) -> dict[str, list[str]]:
-    """Each node's jobs that hold cpus there (`HOLDING_STATES`, `node_jobs`): the periodic
-    event's vnodes' ``jobs``, so that the plugins' reason for keeping a node up names them
-    (``n1 has a job (12), not idle``), as the engine's does; sinfo's alloc_cpus alone made
-    it ``n1 has 1 cpus assigned to jobs``."""
-    return node_jobs(ctx, HOLDING_STATES, "job")
+    """Each node's jobs that hold cpus there (`HOLDING_STATES`, `node_jobs`) as the periodic
+    event's vnodes' ``jobs``, in the engine's form: one ``<job id>/<cpu>`` a cpu the job
+    holds there (Slurm's CPU ids on the node, `cpu_slots`), in the cpus' order (``["12/0",
+    "13/1"]``; they were bare ids). The job ids are the adapter's own (Slurm's, with no
+    server part: its events' ``job.id``), so the plugins' reason for keeping a node up
+    names the job as before (``n1 has a job (12), not idle``). squeue says which jobs
+    hold a node; a job whose cpus there do not read is one entry, ``<job id>/0``."""
+    held = node_jobs(ctx, HOLDING_STATES, "job")
+    cpus = cpu_slots(ctx) if held else {}
+    out = {}
+    for node, job_ids in held.items():
+        entries = [(cpu, job_id) for job_id in job_ids
+                   for cpu in cpus.get((job_id, node)) or [0]]
+        out[node] = [f"{job_id}/{cpu}" for cpu, job_id in sorted(entries,
+                                                                 key=lambda e: e[0])]
+    return out
+
+
+def cpu_slots(ctx: Context) -> dict[tuple[str, str], list[int]]:
+    """Each job's Slurm CPU ids on each of its nodes, by (its id as squeue's ``%i`` writes
+    it: ``1234_5`` for an array task, ``1234+0`` for a part of a heterogeneous job; node),
+    from ``scontrol -a -o -d show job``'s allocation (``Nodes=n[1-2] CPU_IDs=0-1``; ``-a``
+    for the jobs of hidden partitions and of partitions the caller's groups may not use).
+
+    A job's text (its name, comment, paths) may hold keys or a line break that forge
+    another reading: a record with a key twice, or a job read twice, is left out, as is one
+    whose allocation does not read, and those jobs are one entry each (`running_jobs`). A
+    scontrol that fails leaves them all so, in one log line: which jobs hold a node is
+    squeue's, and the cpus are not worth a run with no decision."""
+    try:
+        text = ctx.slurm.run("scontrol", "-a", "-o", "-d", "show", "job")
+    except SlurmError as exc:
+        log.warning("periodic: the jobs' cpus on their nodes not read (%s); each job is one "
+                    "entry on each of its nodes", exc)
+        return {}
+    out: dict[tuple[str, str], list[int]] = {}
+    seen: set[str] = set()
+    unread: set[str] = set()
+    for line in text.split("\n"):
+        if not line.startswith("JobId="):
+            continue
+        fields = parse_line(line.rstrip("\r"))
+        job_id = str(fields.get("JobId"))
+        if fields.get("ArrayTaskId") not in (None, "N/A"):
+            job_id = f"{fields.get('ArrayJobId')}_{fields['ArrayTaskId']}"
+        elif fields.get("HetJobOffset") not in (None, "N/A"):
+            job_id = f"{fields.get('HetJobId')}+{fields['HetJobOffset']}"
+        if job_id in seen or fields.get("_twice"):
+            unread.add(job_id)
+        seen.add(job_id)
+        try:
+            for alloc in fields.get("_alloc") or ():
+                ids = cpu_id_list(str(alloc.get("CPU_IDs") or ""), MAX_CPU_IDS)
+                for node in _hostlist(ctx, str(alloc.get("Nodes") or "")):
+                    out[(job_id, node)] = ids
+        except (ValueError, SlurmError):
+            unread.add(job_id)
+    return {key: ids for key, ids in out.items() if key[0] not in unread}
 
 
 @contextmanager

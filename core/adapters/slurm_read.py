@@ -511,16 +511,30 @@ def size_mb(value: Any, what: str) -> int | None:
     return math.ceil(Fraction(match.group(1)) * _MB_PER_UNIT[match.group(2) or "M"])
 
 
-def _count(cpu_ids: str) -> int:
-    """The cpus in ``-d``'s ``CPU_IDs=0-3,8,10-11``: 7."""
-    total = 0
+def _cpu_ranges(cpu_ids: str) -> list[tuple[int, int]]:
+    """``-d``'s ``CPU_IDs=0-3,8``: [(0, 3), (8, 8)]."""
+    out = []
     for part in cpu_ids.split(","):
         low, dash, high = part.partition("-")
         first, last = whole(low, LONG_MAX), whole(high if dash else low, LONG_MAX)
         if first is None or last is None or first > last:
             raise SlurmError(f"CPU_IDs={cpu_ids[:40]!r}: expected cpu ids as N[-M][,...]")
-        total += last - first + 1
-    return total
+        out.append((first, last))
+    return out
+
+
+def _count(cpu_ids: str) -> int:
+    """The cpus in ``-d``'s ``CPU_IDs=0-3,8,10-11``: 7."""
+    return sum(last - first + 1 for first, last in _cpu_ranges(cpu_ids))
+
+
+def cpu_id_list(cpu_ids: str, limit: int) -> list[int]:
+    """The cpus in ``-d``'s ``CPU_IDs=0-3,8``, each: [0, 1, 2, 3, 8]; more than `limit` of
+    them is `SlurmError` (none is expanded)."""
+    ranges = _cpu_ranges(cpu_ids)
+    if sum(last - first + 1 for first, last in ranges) > limit:
+        raise SlurmError(f"CPU_IDs={cpu_ids[:40]!r}: over {limit:,} cpus")
+    return [cpu for first, last in ranges for cpu in range(first, last + 1)]
 
 
 def _name(value: Any) -> str:

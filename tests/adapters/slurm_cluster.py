@@ -118,21 +118,24 @@ PartitionName={GROUP_PARTITION} Nodes=n[3-4] MaxTime=INFINITE State=UP AllowGrou
 """
 
 
-def unprivileged_commands(folder: Path, user: str = "nobody") -> Path:
-    """`folder` made a --bin-dir whose squeue runs /usr/bin/squeue as `user` (no group of
-    root's), and whose other Slurm commands are /usr/bin's: Slurm 22.05 shows root and
-    SlurmUser the jobs of hidden partitions and of partitions their groups may not use
-    whether squeue is given ``-a`` or not, a user such as this one only with it."""
+def unprivileged_commands(folder: Path, user: str = "nobody",
+                          as_user: tuple[str, ...] = ("squeue",)) -> Path:
+    """`folder` made a --bin-dir whose `as_user` commands (squeue; scontrol too for a test
+    that reads only jobs with it) run /usr/bin's as `user` (no group of root's), and whose
+    other Slurm commands are /usr/bin's: Slurm 22.05 shows root and SlurmUser the jobs of
+    hidden partitions and of partitions their groups may not use whether squeue or
+    scontrol is given ``-a`` or not, a user such as this one only with it."""
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     folder.mkdir(parents=True, exist_ok=True)
     group = grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
-    for name in ("scontrol", "scancel", "sinfo", "sbatch"):
+    for name in ("scontrol", "scancel", "sinfo", "sbatch", "squeue"):
         (folder / name).unlink(missing_ok=True)
-        (folder / name).symlink_to(f"/usr/bin/{name}")
-    squeue = folder / "squeue"
-    squeue.write_text(f'#!/bin/sh\nexec {setpriv} --reuid={user} --regid={group} '
-                      f'--clear-groups /usr/bin/squeue "$@"\n')
-    squeue.chmod(0o755)
+        if name not in as_user:
+            (folder / name).symlink_to(f"/usr/bin/{name}")
+            continue
+        (folder / name).write_text(f'#!/bin/sh\nexec {setpriv} --reuid={user} '
+                                   f'--regid={group} --clear-groups /usr/bin/{name} "$@"\n')
+        (folder / name).chmod(0o755)
     return folder
 
 

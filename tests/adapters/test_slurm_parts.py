@@ -2078,21 +2078,112 @@ def test_a_failed_sinfo_of_suspendexcparts_stops_the_run():
                              "SuspendExcNodes         = (null)\nSuspendExcParts         = gpu\n")
 
 
+#: ``scontrol -a -o -d show job`` of Slurm 22.05, copied from the tests' cluster: job 1 on
+#: cpus 0-1 of n3, jobs 2 and 3 on cpus 0 and 1 of n4, job 5 on cpu 0 of n1 and of n2 (one
+#: allocation for both), each line as scontrol ends it (a space, a line feed).
+SHOW_JOB_D = "".join(line + " \n" for line in (
+    "JobId=1 JobName=sbatch UserId=root(0) GroupId=root(0) MCS_label=N/A "
+        "Priority=4294901759 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None "
+        "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 "
+        "DerivedExitCode=0:0 RunTime=00:00:01 TimeLimit=00:10:00 TimeMin=N/A "
+        "SubmitTime=2026-12-07T12:57:51 EligibleTime=2026-12-07T12:57:51 "
+        "AccrueTime=2026-12-07T12:57:51 StartTime=2026-12-07T12:57:52 "
+        "EndTime=2026-12-07T13:07:52 Deadline=N/A SuspendTime=None SecsPreSuspend=0 "
+        "LastSchedEval=2026-12-07T12:57:52 Scheduler=Backfill Partition=secret "
+        "AllocNode:Sid=localhost:17784 ReqNodeList=n3 ExcNodeList=(null) NodeList=n3 "
+        "BatchHost=n3 NumNodes=1 NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* "
+        "TRES=cpu=2,node=1,billing=2 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* "
+        "JOB_GRES=(null)   Nodes=n3 CPU_IDs=0-1 Mem=0 GRES= MinCPUsNode=1 MinMemoryNode=0 "
+        "MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 "
+        "Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/pbsplug-slurm "
+        "StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power=",
+    "JobId=2 JobName=sbatch UserId=root(0) GroupId=root(0) MCS_label=N/A "
+        "Priority=4294901758 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None "
+        "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 "
+        "DerivedExitCode=0:0 RunTime=00:00:01 TimeLimit=00:10:00 TimeMin=N/A "
+        "SubmitTime=2026-12-07T12:57:51 EligibleTime=2026-12-07T12:57:51 "
+        "AccrueTime=2026-12-07T12:57:51 StartTime=2026-12-07T12:57:52 "
+        "EndTime=2026-12-07T13:07:52 Deadline=N/A SuspendTime=None SecsPreSuspend=0 "
+        "LastSchedEval=2026-12-07T12:57:52 Scheduler=Backfill Partition=secret "
+        "AllocNode:Sid=localhost:17784 ReqNodeList=n4 ExcNodeList=(null) NodeList=n4 "
+        "BatchHost=n4 NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* "
+        "TRES=cpu=1,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* "
+        "JOB_GRES=(null)   Nodes=n4 CPU_IDs=0 Mem=0 GRES= MinCPUsNode=1 MinMemoryNode=0 "
+        "MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 "
+        "Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/pbsplug-slurm "
+        "StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power=",
+    "JobId=3 JobName=sbatch UserId=root(0) GroupId=root(0) MCS_label=N/A "
+        "Priority=4294901757 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None "
+        "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 "
+        "DerivedExitCode=0:0 RunTime=00:00:01 TimeLimit=00:10:00 TimeMin=N/A "
+        "SubmitTime=2026-12-07T12:57:51 EligibleTime=2026-12-07T12:57:51 "
+        "AccrueTime=2026-12-07T12:57:51 StartTime=2026-12-07T12:57:52 "
+        "EndTime=2026-12-07T13:07:52 Deadline=N/A SuspendTime=None SecsPreSuspend=0 "
+        "LastSchedEval=2026-12-07T12:57:52 Scheduler=Backfill Partition=secret "
+        "AllocNode:Sid=localhost:17784 ReqNodeList=n4 ExcNodeList=(null) NodeList=n4 "
+        "BatchHost=n4 NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* "
+        "TRES=cpu=1,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* "
+        "JOB_GRES=(null)   Nodes=n4 CPU_IDs=1 Mem=0 GRES= MinCPUsNode=1 MinMemoryNode=0 "
+        "MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 "
+        "Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/pbsplug-slurm "
+        "StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power=",
+    "JobId=5 JobName=sbatch UserId=root(0) GroupId=root(0) MCS_label=N/A "
+        "Priority=4294901755 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None "
+        "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 "
+        "DerivedExitCode=0:0 RunTime=00:00:00 TimeLimit=365-00:00:00 TimeMin=N/A "
+        "SubmitTime=2026-12-07T12:57:52 EligibleTime=2026-12-07T12:57:52 "
+        "AccrueTime=2026-12-07T12:57:52 StartTime=2026-12-07T12:57:53 "
+        "EndTime=2027-12-07T12:57:53 Deadline=N/A SuspendTime=None SecsPreSuspend=0 "
+        "LastSchedEval=2026-12-07T12:57:53 Scheduler=Backfill Partition=all "
+        "AllocNode:Sid=localhost:17784 ReqNodeList=n[1-2] ExcNodeList=(null) NodeList=n[1-2] "
+        "BatchHost=n1 NumNodes=2 NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* "
+        "TRES=cpu=2,node=2,billing=2 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* "
+        "JOB_GRES=(null)   Nodes=n[1-2] CPU_IDs=0 Mem=0 GRES= MinCPUsNode=1 MinMemoryNode=0 "
+        "MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 "
+        "Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/pbsplug-slurm "
+        "StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power=",
+))
+
+
+def test_a_slurm_nodes_jobs_are_the_engines_form_one_entry_a_cpu_the_job_holds_there():
+    """A vnode's ``jobs`` on pbsplug's engine (as on PBS) is one ``<job id>/<cpu>`` entry a
+    cpu a job holds there, in the cpus' order; on Slurm it was the bare ids squeue gives.
+    Each is now a CPU id Slurm's allocation names (``scontrol -a -o -d show job``), with
+    the adapter's job id (no server part: its events' ``job.id``); squeue still says which
+    jobs hold a node, and a job whose cpus there do not read (none given, or read twice:
+    a job's text can forge a record) is one entry, ``<id>/0``."""
+    running = "3|n4\n2|n4\n1|n3\n5|n[1-2]\n"
+    fake = _PowerSlurm(running=running, detail=SHOW_JOB_D)
+    ctx = type("Ctx", (), {"slurm": fake})()
+    assert slurm_power.running_jobs(ctx) == {
+        "n4": ["2/0", "3/1"], "n3": ["1/0", "1/1"], "n1": ["5/0"], "n2": ["5/0"]}
+    assert ("scontrol", "-a", "-o", "-d", "show", "job") in fake.asked
+    forged = SHOW_JOB_D + SHOW_JOB_D.splitlines()[0].replace("CPU_IDs=0-1", "CPU_IDs=0") + "\n"
+    fake = _PowerSlurm(running=running + "9|n1\n", detail=forged)
+    assert slurm_power.running_jobs(type("Ctx", (), {"slurm": fake})()) == {
+        "n4": ["2/0", "3/1"], "n3": ["1/0"], "n1": ["5/0", "9/0"], "n2": ["5/0"]}
+
+
 class _PowerSlurm(_Hostnames):
     """Slurm's commands as the power programs use them, `Slurm.run`'s way: a command that
     fails raises `SlurmError` naming it, its exit status and what it said, unless asked
     with check=False, which returns its (empty) output."""
 
-    def __init__(self, config="", nodes=None, squeue_fails=False, suspended="", running=""):
+    def __init__(self, config="", nodes=None, squeue_fails=False, suspended="", running="",
+                 detail=""):
         self.config, self.squeue_fails = config, squeue_fails
         self.nodes = nodes if nodes is not None else [{"name": "n1", "state": "idle"}]
         #: ``squeue -h -a -t S -o %i|%N``'s answer, and that of the states holding cpus
         #: (what 22.05 prints: id|nodes lines, the nodes a hostlist)
         self.suspended, self.running = suspended, running
+        #: ``scontrol -a -o -d show job``'s answer (`SHOW_JOB_D`)
+        self.detail = detail
         self.asked: list[tuple[str, ...]] = []
 
     def run(self, *args, check=True):
         self.asked.append(args)
+        if args == ("scontrol", "-a", "-o", "-d", "show", "job"):
+            return self.detail
         if args[0] == "scontrol":
             return "SuspendExcNodes         = (null)\nSuspendExcParts         = (null)\n" + (
                 self.config)

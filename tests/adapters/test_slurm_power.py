@@ -246,7 +246,7 @@ def test_jobs_of_partitions_hidden_from_the_caller_keep_their_nodes_up(power, tm
     assert hidden in listed[("-a",)] and grouped in listed[("-a",)], listed
     # The adapter's own queries, run as that caller.
     ctx = type("Ctx", (), {"slurm": Slurm(str(bin_dir), str(cluster.conf))})()
-    assert slurm_power.running_jobs(ctx).get("n3") == [hidden]
+    assert slurm_power.running_jobs(ctx).get("n3") == [f"{hidden}/0"]
     assert slurm_power.suspended_jobs(ctx) == {"n4": [grouped]}
     # The periodic decision (root's): n3 and n4, the only eligible nodes, are kept up.
     _idle_for(cluster, ("n3", "n4"), 3)
@@ -296,3 +296,31 @@ def test_a_pending_job_of_a_hidden_partition_is_among_the_pending_jobs(slurm, tm
     assert jobs[pending]["estimated"]["exec_vnode"] == "(n3:ncpus=1)+(n4:ncpus=1)"
     assert jobs[pending]["estimated"]["start_time"] > 0
     assert cluster.job(pending)["job_state"] == "PENDING"
+
+
+def test_a_nodes_jobs_name_each_cpu_their_jobs_hold_there(slurm, tmp_path):
+    """The periodic event's vnode ``jobs`` in the engine's form, one ``<job id>/<cpu>`` a
+    cpu: a job of gpu on n3's cpu 0 and one of the hidden partition on its cpu 1, and one
+    job on both cpus of n1 and of n2; read as a caller Slurm hides that partition from (a
+    --bin-dir whose squeue and scontrol run as nobody: both are asked with ``-a``)."""
+    from pbsplug.adapters import slurm_power
+    from pbsplug.adapters.slurm_read import Slurm
+
+    from .slurm_cluster import HIDDEN_PARTITION, unprivileged_commands
+
+    cluster = slurm.cluster
+    sleeper = "#!/bin/sh\nsleep 600\n"
+    first = cluster.sbatch("-p", "gpu", "-w", "n3", "-n", "1", "-o", "/dev/null",
+                           script=sleeper)
+    cluster.wait_job(first, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    hidden = cluster.sbatch("-p", HIDDEN_PARTITION, "-w", "n3", "-n", "1", "-o",
+                            "/dev/null", script=sleeper)
+    wide = cluster.sbatch("-p", "all", "-w", "n[1-2]", "-N", "2", "-n", "4", "-o",
+                          "/dev/null", script=sleeper)
+    for job in (hidden, wide):
+        cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    bin_dir = unprivileged_commands(tmp_path / "bin", as_user=("squeue", "scontrol"))
+    ctx = type("Ctx", (), {"slurm": Slurm(str(bin_dir), str(cluster.conf))})()
+    assert slurm_power.running_jobs(ctx) == {
+        "n1": [f"{wide}/0", f"{wide}/1"], "n2": [f"{wide}/0", f"{wide}/1"],
+        "n3": [f"{first}/0", f"{hidden}/1"]}
