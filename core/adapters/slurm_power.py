@@ -7,7 +7,8 @@ bookkeeping Slurm's:
 
 - **The decision** runs as the server ``periodic`` event in ``pbsplug slurm periodic`` on the
   controller (Slurm has no periodic script: a systemd timer or cron runs it every ``freq``
-  seconds; docs/slurm.md). Its vnode_list is Slurm's nodes (powered-down ones asleep, so
+  seconds; docs/slurm.md), refused when Slurm's PrivateData hides other users' jobs from
+  its caller (`refuse_hidden_jobs`). Its vnode_list is Slurm's nodes (powered-down ones asleep, so
   that the plugin wakes them ahead of a reservation or job: they register by themselves),
   ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts/SuspendExcStates exclude
   them, last_used_time from Slurm's LastBusyTime, resources_assigned.ncpus from the cpus
@@ -135,6 +136,30 @@ def config_value(ctx: Context, key: str, text: str | None = None) -> str:
         text = ctx.slurm.run("scontrol", "show", "config")
     match = re.search(rf"^{key}\s*=\s*(.*)$", text, re.MULTILINE)
     return match.group(1).strip() if match else ""
+
+
+def refuse_hidden_jobs(ctx: Context, config: str, uid: int) -> None:
+    """`SlurmError` in one line when Slurm's PrivateData hides other users' jobs from `uid`,
+    the run's caller (`config`: ``scontrol show config``'s text; 22.05 has no ``--json``
+    for it and writes ``PrivateData             = cloud,jobs``, every flag for ``all``).
+
+    With ``jobs`` there, squeue and scontrol show a caller that is neither root nor
+    SlurmUser (nor an operator or admin of Slurm's accounting, which pbsplug cannot tell)
+    only its own jobs, ``-a`` or not. The decision would then see no other user's
+    suspended job (Slurm shows its node IDLE) nor pending job, and could power off the
+    nodes they hold or wait for: refused, not warned about (a warning in a log nobody reads
+    would not keep a node up). Slurm runs SuspendProgram and ResumeProgram as SlurmUser,
+    which sees every job."""
+    value = config_value(ctx, "PrivateData", config)
+    if "jobs" not in {flag.strip().lower() for flag in value.split(",")}:
+        return
+    slurm_user = re.search(r"\(([0-9]+)\)$", config_value(ctx, "SlurmUser", config))
+    if uid == 0 or (slurm_user is not None and int(slurm_user.group(1)) == uid):
+        return
+    raise SlurmError(f"PrivateData={quoted(value, 80)} in slurm.conf hides other users' jobs "
+                     f"from uid {uid} (neither root nor SlurmUser): the power decision would "
+                     "not see their suspended and pending jobs and could power off their "
+                     "nodes; run 'pbsplug slurm periodic' as root or SlurmUser")
 
 
 def excluded(ctx: Context, config: str) -> set[str]:
@@ -571,6 +596,7 @@ def periodic(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str,
     """One run of the server periodic event (``pbsplug slurm periodic``)."""
     with _locked(ctx):
         config = ctx.slurm.run("scontrol", "show", "config")
+        refuse_hidden_jobs(ctx, config, os.geteuid())
         keep_up = excluded(ctx, config)
         record = _off_record(ctx)
         nodes = slurm_nodes(ctx)

@@ -2164,6 +2164,47 @@ def test_a_slurm_nodes_jobs_are_the_engines_form_one_entry_a_cpu_the_job_holds_t
         "n4": ["2/0", "3/1"], "n3": ["1/0"], "n1": ["5/0", "9/0"], "n2": ["5/0"]}
 
 
+#: ``scontrol show config`` of Slurm 22.05 (no ``--json``: "unrecognized option"), its
+#: first line and those around PrivateData and SlurmUser, copied from the tests' cluster
+#: run with PrivateData=jobs,cloud (Slurm writes its flags in its own order).
+SHOW_CONFIG_PRIVATE_JOBS = "".join(line + "\n" for line in (
+    "Configuration data as of 2026-12-07T12:58:39",
+    "PriorityParameters      = (null)",
+    "PrioritySiteFactorParameters = (null)",
+    "PrioritySiteFactorPlugin = (null)",
+    "PriorityType            = priority/basic",
+    "PrivateData             = cloud,jobs",
+    "ProctrackType           = proctrack/linuxproc",
+    "Prolog                  = (null)",
+    "PrologEpilogTimeout     = 65534",
+    "PrologSlurmctld         = (null)",
+    "PrologFlags             = (null)",
+    "PropagatePrioProcess    = 0",
+    "PropagateResourceLimits = ALL",
+    "PropagateResourceLimitsExcept = (null)",
+    "RebootProgram           = (null)",
+    "ReconfigFlags           = (null)",
+    "RequeueExit             = (null)",
+    "RequeueExitHold         = (null)",
+    "ResumeFailProgram       = (null)",
+    "ResumeProgram           = (null)",
+    "ResumeRate              = 300 nodes/min",
+    "ResumeTimeout           = 60 sec",
+    "ResvEpilog              = (null)",
+    "ResvOverRun             = 0 min",
+    "ResvProlog              = (null)",
+    "ReturnToService         = 2",
+    "RoutePlugin             = route/default",
+    "SchedulerParameters     = nohold_on_prolog_fail,batch_sched_delay=0,bf_interval=1",
+    "SchedulerTimeSlice      = 30 sec",
+    "SchedulerType           = sched/backfill",
+    "ScronParameters         = (null)",
+    "SelectType              = select/cons_tres",
+    "SelectTypeParameters    = CR_CORE",
+    "SlurmUser               = root(0)",
+    "SlurmctldAddr           = (null)",
+))
+
 class _PowerSlurm(_Hostnames):
     """Slurm's commands as the power programs use them, `Slurm.run`'s way: a command that
     fails raises `SlurmError` naming it, its exit status and what it said, unless asked
@@ -4197,3 +4238,44 @@ def test_a_site_pattern_matches_what_glob3_matches(tmp_path, tail):
         (tmp_path / name).write_text("")
     pattern = f"{tmp_path}/{tail}"
     assert slurm_program.site_programs("prolog", pattern) == _glob3(pattern)
+
+
+@pytest.mark.parametrize("config,uid,refused", [
+    (SHOW_CONFIG_PRIVATE_JOBS, 65534, True),
+    (SHOW_CONFIG_PRIVATE_JOBS, 0, False),  # root sees every job
+    (SHOW_CONFIG_PRIVATE_JOBS.replace("root(0)", "slurm(64030)"), 64030, False),  # SlurmUser
+    (SHOW_CONFIG_PRIVATE_JOBS.replace("root(0)", "slurm(64030)"), 65534, True),
+    (SHOW_CONFIG_PRIVATE_JOBS.replace("cloud,jobs", "cloud"), 65534, False),
+    (SHOW_CONFIG_PRIVATE_JOBS.replace("cloud,jobs", "accounts,cloud,events,jobs,nodes,"
+                                      "partitions,reservations,usage,users"), 65534, True),
+])
+def test_privatedata_jobs_refuses_the_power_decision_of_a_user_it_hides_jobs_from(
+        tmp_path, caplog, monkeypatch, config, uid, refused):
+    """Slurm's PrivateData=jobs shows a caller that is neither root nor SlurmUser only its
+    own jobs, squeue's -a or not: 'pbsplug slurm periodic' run as such a user saw no other
+    user's suspended or pending job, and the plugin could power off their nodes. Such a run
+    is refused now, in one line naming the setting and what it hides, and nothing is fired;
+    root and SlurmUser (``SlurmUser = slurm(64030)``) see every job and decide as before."""
+    fired = []
+
+    class Runner:
+        def fire(self, event):
+            fired.append(event.type)
+            return Outcome("periodic", True)
+
+    # (the caller's uid as slurm_power reads it, the rest of os as it is)
+    monkeypatch.setattr(slurm_power, "os", type("Os", (), {
+        "__getattr__": lambda self, name: getattr(os, name), "geteuid": lambda self: uid})())
+    ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, Runner(),
+                               _PowerSlurm(config=config))
+    answer = slurm_bridge.dispatch(ctx, {"script": "periodic", "env": {}, "argv": []})
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    if not refused:
+        assert answer["exit"] == 0 and fired == ["periodic"] and lines == []
+        return
+    assert answer["exit"] == 1 and fired == []
+    [line] = lines
+    assert "PrivateData=" in line and "jobs" in line and "\n" not in line
+    assert (f"in slurm.conf hides other users' jobs from uid {uid} (neither root nor "
+            "SlurmUser): the power decision would not see their suspended and pending jobs"
+            in line)
