@@ -2080,8 +2080,10 @@ def test_a_failed_sinfo_of_suspendexcparts_stops_the_run():
 
 #: ``scontrol -a -o -d show job`` of Slurm 22.05, copied from the tests' cluster: job 1 on
 #: cpus 0-1 of n3, jobs 2 and 3 on cpus 0 and 1 of n4, job 5 on cpu 0 of n1 and of n2 (one
-#: allocation for both), each line as scontrol ends it (a space, a line feed).
-SHOW_JOB_D = "".join(line + " \n" for line in (
+#: allocation for both), each line as scontrol ends it (a space, a line feed). Jobs 2 and
+#: 3 (one cpu each on n4, submitted with job 1) are job 1's record with their id,
+#: priority, node, cpu count and cpu (`_one_cpu_of_n4`): scontrol's text exactly.
+_SHOW_JOBS_D = tuple(line + " \n" for line in (
     "JobId=1 JobName=sbatch UserId=root(0) GroupId=root(0) MCS_label=N/A "
         "Priority=4294901759 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None "
         "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 "
@@ -2094,36 +2096,6 @@ SHOW_JOB_D = "".join(line + " \n" for line in (
         "BatchHost=n3 NumNodes=1 NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* "
         "TRES=cpu=2,node=1,billing=2 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* "
         "JOB_GRES=(null)   Nodes=n3 CPU_IDs=0-1 Mem=0 GRES= MinCPUsNode=1 MinMemoryNode=0 "
-        "MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 "
-        "Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/pbsplug-slurm "
-        "StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power=",
-    "JobId=2 JobName=sbatch UserId=root(0) GroupId=root(0) MCS_label=N/A "
-        "Priority=4294901758 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None "
-        "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 "
-        "DerivedExitCode=0:0 RunTime=00:00:01 TimeLimit=00:10:00 TimeMin=N/A "
-        "SubmitTime=2026-12-07T12:57:51 EligibleTime=2026-12-07T12:57:51 "
-        "AccrueTime=2026-12-07T12:57:51 StartTime=2026-12-07T12:57:52 "
-        "EndTime=2026-12-07T13:07:52 Deadline=N/A SuspendTime=None SecsPreSuspend=0 "
-        "LastSchedEval=2026-12-07T12:57:52 Scheduler=Backfill Partition=secret "
-        "AllocNode:Sid=localhost:17784 ReqNodeList=n4 ExcNodeList=(null) NodeList=n4 "
-        "BatchHost=n4 NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* "
-        "TRES=cpu=1,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* "
-        "JOB_GRES=(null)   Nodes=n4 CPU_IDs=0 Mem=0 GRES= MinCPUsNode=1 MinMemoryNode=0 "
-        "MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 "
-        "Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/pbsplug-slurm "
-        "StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power=",
-    "JobId=3 JobName=sbatch UserId=root(0) GroupId=root(0) MCS_label=N/A "
-        "Priority=4294901757 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None "
-        "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 "
-        "DerivedExitCode=0:0 RunTime=00:00:01 TimeLimit=00:10:00 TimeMin=N/A "
-        "SubmitTime=2026-12-07T12:57:51 EligibleTime=2026-12-07T12:57:51 "
-        "AccrueTime=2026-12-07T12:57:51 StartTime=2026-12-07T12:57:52 "
-        "EndTime=2026-12-07T13:07:52 Deadline=N/A SuspendTime=None SecsPreSuspend=0 "
-        "LastSchedEval=2026-12-07T12:57:52 Scheduler=Backfill Partition=secret "
-        "AllocNode:Sid=localhost:17784 ReqNodeList=n4 ExcNodeList=(null) NodeList=n4 "
-        "BatchHost=n4 NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* "
-        "TRES=cpu=1,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* "
-        "JOB_GRES=(null)   Nodes=n4 CPU_IDs=1 Mem=0 GRES= MinCPUsNode=1 MinMemoryNode=0 "
         "MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 "
         "Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/pbsplug-slurm "
         "StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power=",
@@ -2143,6 +2115,17 @@ SHOW_JOB_D = "".join(line + " \n" for line in (
         "Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/pbsplug-slurm "
         "StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power=",
 ))
+
+
+def _one_cpu_of_n4(job_id: int, cpu: int) -> str:
+    return (_SHOW_JOBS_D[0].replace("=2 ", "=1 ").replace("TRES=cpu=2,", "TRES=cpu=1,")
+            .replace("JobId=1 ", f"JobId={job_id} ").replace("n3 ", "n4 ")
+            .replace("=4294901759 ", f"={4294901760 - job_id} ")
+            .replace("CPU_IDs=0-1 ", f"CPU_IDs={cpu} "))
+
+
+SHOW_JOB_D = "".join((_SHOW_JOBS_D[0], _one_cpu_of_n4(2, 0), _one_cpu_of_n4(3, 1),
+                      _SHOW_JOBS_D[1]))
 
 
 def test_a_slurm_nodes_jobs_are_the_engines_form_one_entry_a_cpu_the_job_holds_there():
