@@ -8,19 +8,19 @@ bookkeeping Slurm's:
 - **The decision** runs as the server ``periodic`` event in ``pbsplug slurm periodic`` on the
   controller (Slurm has no periodic script: a systemd timer or cron runs it every ``freq``
   seconds; docs/slurm.md), refused when Slurm's PrivateData hides other users' jobs from
-  its caller (`refuse_hidden_jobs`). Its vnode_list is Slurm's nodes (powered-down ones asleep, so
-  that the plugin wakes them ahead of a reservation or job: they register by themselves),
-  ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts/SuspendExcStates exclude
-  them, last_used_time from Slurm's LastBusyTime, resources_assigned.ncpus from the cpus
-  its jobs hold (the plugin keeps a MIXED node, PBS's free, up), jobs from squeue (those
-  holding cpus there, ``12/0`` a cpu as the engine's: the plugin's reason names them,
-  `running_jobs`), suspended_jobs from ``squeue -t S``
-  (Slurm leaves such a node IDLE); resv_list from ``scontrol show
-  reservation``; job_list the pending jobs with Slurm's expected start and nodes (``squeue
-  --start``; a squeue that fails is the run's error: nothing is powered off). The hosts the
-  plugin powers off (its driver; their vnodes go to ``sleep``) are handed to Slurm with
-  ``scontrol update nodename=... state=power_down``, recorded first so that the
-  SuspendProgram Slurm then runs does not act twice.
+  its caller (`refuse_hidden_jobs`). Its vnode_list is Slurm's nodes (powered-down ones
+  asleep, so that the plugin wakes them ahead of a reservation or job: they register by
+  themselves), ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts/SuspendExcStates
+  exclude them, last_used_time from Slurm's LastBusyTime, resources_assigned.ncpus from the
+  cpus its jobs hold (the plugin keeps a MIXED node, PBS's free, up), jobs from squeue
+  (those holding cpus there, ``12/0`` a cpu as the engine's: the plugin's reason names
+  them, `running_jobs`), suspended_jobs from ``squeue -t S`` (Slurm leaves such a node
+  IDLE); resv_list from ``scontrol show reservation``; job_list the pending jobs with
+  Slurm's expected start and nodes (``squeue --start``; a squeue that fails is the run's
+  error: nothing is powered off). The hosts the plugin powers off (its driver; their
+  vnodes go to ``sleep``) are handed to Slurm with ``scontrol update nodename=...
+  state=power_down``, recorded first so that the SuspendProgram Slurm then runs does not
+  act twice.
 - **SuspendProgram** (Slurm's own timer, or an admin's ``state=power_down``): for nodes not
   in that record, the plugin's periodic hook over those nodes alone, as idle and eligible
   (its driver powers off what its rules allow; what they refuse is logged). A node holding a
