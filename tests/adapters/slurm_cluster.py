@@ -190,6 +190,10 @@ class SlurmCluster:
 
     def start(self, nodes: tuple[str, ...] = NODES, timeout: float = 60) -> None:
         shutil.rmtree(self.root / "state", ignore_errors=True)  # no job or reservation kept
+        # slurmctld -c numbers jobs from 1 again: a file an earlier run's job N left
+        # (the tests' ran-N marks, ok-N.out) would stand for this run's job N
+        for left in [*self.root.glob("ran-*"), *self.root.glob("ok-*.out")]:
+            left.unlink(missing_ok=True)
         for sub in ("state", "run", "log", "etc"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         for node in NODES:
