@@ -393,7 +393,8 @@ class Engine:
         #: their processes ending: ended again at the first poll (`_end_again`).
         self.ends_again: dict[str, dict[str, Any]] = {}
         #: Subjobs a restart found running whose array's (or range's) qdel the server's
-        #: stop left them to (`stop_chains`), and the uid of who asked: deleted at the
+        #: stop left them to (`stop_chains`), or its kill during their execjob_preterm
+        #: chains (marked by `Arrays.delete`), and the uid of who asked: deleted at the
         #: first poll (`_poll_deletes_again`).
         self.deletes_again: dict[str, int] = {}
         #: Deleted prologue jobs whose execjob_abort ran but whose ``abort_pending`` mark
@@ -640,11 +641,12 @@ class Engine:
 
     def _poll_deletes_again(self) -> None:
         """The subjobs `_recover` found left running by an array's qdel the server's stop
-        cut short (`deletes_again`, `stop_chains`) deleted as that qdel deletes a running
-        job (`_kill_deleted`: its D record, its kill), without its execjob_preterm hooks
-        again: the qdel was answered that they would be deleted, and a refusal now could
-        be told to no one (the subjob would run on in a deleted array). One deleted or
-        ended meanwhile is let be: one deletion, one D record."""
+        (or its kill) cut short (`deletes_again`, `stop_chains`, `Arrays.delete`) deleted
+        as that qdel deletes a running job (`_kill_deleted`: its D record, its kill),
+        without its execjob_preterm hooks again: the qdel was answered that they would be
+        deleted (or not at all), and a refusal now could be told to no one (the subjob
+        would run on in a deleted array). One deleted or ended meanwhile is let be: one
+        deletion, one D record."""
         while self.deletes_again:
             job_id, uid = self.deletes_again.popitem()
             attrs = self.store.job(job_id)
@@ -654,7 +656,7 @@ class Engine:
                     self._deleted_already(self.store.runtime(job_id) or {}):
                 continue
             self.log(LOG_JOB, "Job", job_id, "job deleted after a server restart: its "
-                     "array's qdel was answered so")
+                     "array's qdel stands")
             try:
                 self.delete_marked(job_id, uid, attrs)
             except Exception as exc:  # one job's fault stops no other's (a full disk)
@@ -1698,16 +1700,30 @@ class Engine:
         thread (`_delete`): not forced, the job running (launched, no chain of it started,
         its end not going on by itself, its run not being ended for a requeue), and no
         pbsuser hook in the chain that makes it run while the server serves."""
+        return self._preterm_fires(job_id, attrs, force) and \
+            not (self.defer_answers and self._owner_runs("execjob_preterm"))
+
+    def _preterm_chained(self, job_id: str, attrs: Mapping[str, Any], force: bool) -> bool:
+        """Whether a qdel of job `job_id` waits for an execjob_preterm chain (`_delete`):
+        one started already by another qdel, or one it starts (its hooks fire, a pbsuser
+        hook among them: not `_preterm_here`)."""
+        chain = self.chains.get(job_id)
+        if chain is not None:
+            return not force and chain.event == "execjob_preterm" and \
+                attrs.get("job_state") in ("R", "E", "S") and job_id in self.launches
+        return self._preterm_fires(job_id, attrs, force) and \
+            self.defer_answers and self._owner_runs("execjob_preterm")
+
+    def _preterm_fires(self, job_id: str, attrs: Mapping[str, Any], force: bool) -> bool:
         return not force and attrs.get("job_state") in ("R", "E", "S") and \
             job_id in self.launches and job_id not in self.chains and \
             not self._ends_alone(job_id) and \
-            (self.store.runtime(job_id) or {}).get("end_reason") != "requeue" and \
-            not (self.defer_answers and self._owner_runs("execjob_preterm"))
+            (self.store.runtime(job_id) or {}).get("end_reason") != "requeue"
 
     def _array_preterms(self, caller: Caller, job_id: str, array_job: str,
                         indices: list[int] | None, force: bool,
                         killed: Mapping[str, PbsError | None] | None = None
-                        ) -> dict[str, Outcome]:
+                        ) -> tuple[dict[str, Outcome], dict[str, int]]:
         """The execjob_preterm outcomes of an array qdel's running subjobs (of `indices`,
         or all) whose hooks fire in the server's thread (`_preterm_here`), fired before
         anything of the deletion is recorded, in the order the subjobs are then deleted
@@ -1717,13 +1733,19 @@ class Engine:
         (Fired as each subjob was deleted, the qdel was refused so with the array's D
         written and its queued indices gone: half done, answered as not done.) A subjob
         this request has taken already (`killed`) fires none again: `_delete` answers it
-        as that first time."""
+        as that first time. With them, the subjobs whose deletion waits for a chain
+        (`_preterm_chained`), each with the caller's uid: the deletion's write marks them
+        to be deleted at the next start (`Arrays.delete`)."""
         wanted = None if indices is None else set(indices)
         outcomes: dict[str, Outcome] = {}
+        chained: dict[str, int] = {}
         for sub, lean in self.store.subjobs(array_job).items():
             if wanted is not None and lean.get("array_index") not in wanted or \
-                    killed is not None and sub in killed or \
-                    not self._preterm_here(sub, lean, force):
+                    killed is not None and sub in killed:
+                continue
+            if self._preterm_chained(sub, lean, force):
+                chained[sub] = caller.uid
+            if not self._preterm_here(sub, lean, force):
                 continue
             attrs = self._job(sub)
             outcome = self._event("execjob_preterm", caller, job=Job(sub, attrs),
@@ -1732,7 +1754,7 @@ class Engine:
                 self._log_preterm_stopped(sub)
                 refuse_if_stopped(outcome, self.stopping, job_id)
             outcomes[sub] = outcome
-        return outcomes
+        return outcomes, chained
 
     def _preterm_done(self, caller: Caller, job_id: str, purge: bool, chain: _Chain,
                       outcome: Outcome) -> None:
@@ -1744,7 +1766,10 @@ class Engine:
         qdel that comes then (`_delete_requeued`), the requeue standing, as when the run
         ends before the chain (`_preterm_ended`)."""
         if not outcome.accepted:
-            chain.answer(PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id))
+            try:
+                self._unmark_delete_at_start(job_id)
+            finally:
+                chain.answer(PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id))
             return
         try:
             attrs = self.store.job(job_id)
@@ -1777,6 +1802,20 @@ class Engine:
         self._kill(job_id, why, exit_status=exit_status, written=True)
         if attrs["job_state"] == "S":  # (woken, to take its SIGTERM)
             self.control.continue_killed(job_id)
+
+    def _unmark_delete_at_start(self, job_id: str) -> None:
+        """The mark of an array's qdel (`Arrays.delete`) on a running subjob whose
+        execjob_preterm chain refused its deletion cleared: it runs on. One that cannot
+        be cleared (a full disk) is logged: the subjob is deleted at the next start."""
+        try:
+            with self.store.transaction() as st:
+                runtime = st.runtime(job_id)
+                if isinstance(runtime, dict) and "delete_at_start" in runtime:
+                    runtime.pop("delete_at_start")
+                    st.set_runtime(job_id, runtime)
+        except Exception as exc:  # noqa: BLE001 - logged: the mark stands
+            self.log(LOG_ERROR, "Job", job_id, "clearing its mark to be deleted at the next "
+                     f"start failed: {type(exc).__name__}: {exc}")
 
     def _purge_at_end(self, caller: Caller, job_id: str) -> None:
         """qdel -x of a job that is not over yet: its runtime keeps who asked, through a
@@ -1842,6 +1881,7 @@ class Engine:
                 runtime["purge"] = who
             if abort:
                 runtime["abort_pending"] = True
+            runtime.pop("delete_at_start", None)  # (an array's qdel's: it is done)
             st.set_runtime(job_id, runtime)
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}{note}")
         if killed is not None:  # (once written: a refused one is not answered again)
@@ -1918,8 +1958,8 @@ class Engine:
                 raise PbsError(PBSE_IVALREQ, obj=job_id)
             if named.single and self._job(job_id)["job_state"] in ("F", "X"):
                 raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)  # (a range lets it be)
-        preterms = self._array_preterms(caller, job_id, array_job, indices, force,
-                                        killed)
+        preterms, chained = self._array_preterms(caller, job_id, array_job, indices, force,
+                                                 killed)
         if purge:  # (its subjobs over already go now, as PBS's server purges them)
             purged = None if indices is None else set(indices)
             self._purge_rows(caller, {
@@ -1935,7 +1975,7 @@ class Engine:
             "deleted_by"))
         # (-x: gone with its subjobs once it is over, `Arrays.end_if_over`; in the
         # deletion's own write, so nothing is written between it and the D record)
-        subs = self.arrays.delete(who, array_job, attrs, indices, purge=purge)
+        subs = self.arrays.delete(who, array_job, attrs, indices, purge=purge, marked=chained)
         if indices is None and not recorded:  # (logged and written once the array's
             # deletion is: a qdel refused for a full disk logged it and wrote its D)
             self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of {who}")
@@ -1951,6 +1991,8 @@ class Engine:
                 chains.extend(waits.chains)
             except PbsError as err:
                 error = error or err
+                if sub in chained:  # (not deleted: its preterm refused at once)
+                    self._unmark_delete_at_start(sub)
         self.want_cycle = True
         self.arrays.end_if_over(array_job)
         if chains:

@@ -10,6 +10,7 @@ for (`Arrays.shown`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import lifecycle
@@ -410,14 +411,19 @@ class Arrays:
                                               arrays.subjob_seq(int(number) + 1, 0))
 
     def delete(self, caller_name: str, array_job: str, attrs: dict[str, Any],
-               indices: list[int] | None, purge: bool = False) -> list[str]:
+               indices: list[int] | None, purge: bool = False,
+               marked: Mapping[str, int] | None = None) -> list[str]:
         """qdel of array `array_job` whole (`indices` None) or of some of its indices:
         those not instantiated are gone at once (``X``, then ``F`` with the array); returns
         the instantiated subjobs still to delete one by one (running ones are killed and
         end as any job). The array's deletion (``deleted_by``, its first deleter's kept)
         and a `purge` of it whole (qdel -x: its history goes once it is over,
         `end_if_over`) are one write: the -x in a write of its own after the array's D
-        record failed on a full disk with the deletion written, no subjob reached."""
+        record failed on a full disk with the deletion written, no subjob reached. The
+        running subjobs whose execjob_preterm chains are to come, `marked` (subjob -> the
+        uid of who asked), are marked in that write to be deleted at the next start
+        (``delete_at_start``, as `Engine.stop_chains` marks them), cleared as each chain
+        is over: a server killed during the chains left them running on for ever."""
         pending = self.remaining(attrs)
         spec = arrays.parse_submitted(attrs["array_indices_submitted"])
         gone = set(pending) if indices is None else set(pending) & set(indices)
@@ -429,12 +435,16 @@ class Arrays:
             attrs["array_indices_remaining"] = arrays.format_indices(
                 [i for i in pending if i not in gone], spec.step)
             attrs["mtime"] = int(self.engine.clock())
+        if gone or indices is None or marked:
             with self.engine.store.transaction() as st:
-                st.put_job(array_job, attrs)
+                if gone or indices is None:
+                    st.put_job(array_job, attrs)
                 if indices is None:
                     runtime = {"deleted_by": caller_name, **(st.runtime(array_job) or {})}
                     if purge:
                         runtime["purge"] = caller_name
                     st.set_runtime(array_job, runtime)
+                for sub, uid in (marked or {}).items():
+                    st.set_runtime(sub, {**(st.runtime(sub) or {}), "delete_at_start": uid})
         return todo
 

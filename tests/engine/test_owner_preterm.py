@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug.engine.client import Client
+from pbsplug.engine.client import Client, ServerUnavailable
 from pbsplug.engine.errors import PbsError
 
 from .conftest import accounting_records, deleted_once, until
@@ -38,7 +38,7 @@ def _qdel_behind(engine, *ids: str, **options: bool) -> tuple[threading.Thread, 
         try:
             answers.append(Client(engine.home, timeout=60)("delete", ids=list(ids),
                                                            **options))
-        except PbsError as refused:
+        except (PbsError, ServerUnavailable) as refused:  # (the server killed: no answer)
             answers.append(refused)
 
     thread = threading.Thread(target=qdel)
@@ -209,6 +209,41 @@ def test_an_arrays_qdel_takes_every_subjob_and_answers_the_first_error(
         [(array, 15136, "not the first")]
     assert engine.wait(second, "FX")["comment"].startswith("Job deleted at request of root@")
     assert engine.job(first)["job_state"] == "R"
+    # (its mark to be deleted at the next start, written with the array's deletion, is
+    # cleared by the refusal: a server killed now, subjob 1 runs on after the restart)
+    engine.kill()
+    engine.start()
+    engine.wait(engine.submit(), "F")  # (the restart's first poll is over)
+    assert engine.job(first)["job_state"] == "R"
+    assert f"{first};job deleted after a server restart" not in engine.log()
+    engine.client("delete", ids=[array], force=True)
+    engine.wait(array)
+
+
+def test_a_subjob_whose_pbsuser_preterm_refused_its_arrays_qdel_runs_on_after_a_restart(
+        dists, make_engine, engine_root):
+    # An array's qdel marks its running subjobs whose chains are to come to be deleted at
+    # the next start, in its own write (a server killed during the chains); a chain that
+    # refuses clears its subjob's mark: the subjob runs on, a restart too.
+    engine = make_engine(waiting_preterm(dists, engine_root))
+    array = engine.pbs("qsub", "-N", "refused", "-J", "1-2", "--", "/bin/sleep", "60",
+                       check=True).stdout.strip()
+    first, second = (array.replace("[]", f"[{i}]") for i in (1, 2))
+    engine.wait(first, "R")
+    engine.wait(second, "R")
+    thread, answers = _qdel_behind(engine, array)
+    started(engine_root, "a subjob's preterm to start")  # (the other's accepts at once)
+    until(lambda: any(engine.job(j)["job_state"] in "FX" for j in (first, second)),
+          what="the subjob whose preterm accepted to be deleted")
+    held = first if engine.job(first)["job_state"] == "R" else second
+    (engine_root / "go").touch()
+    thread.join(60)
+    assert [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers[0]] == \
+        [(array, 15136, "not now")], answers
+    engine.kill()
+    engine.start()
+    engine.wait(engine.submit(), "F")  # (the restart's first poll is over)
+    assert engine.job(held)["job_state"] == "R"
     engine.client("delete", ids=[array], force=True)
     engine.wait(array)
 
@@ -230,21 +265,24 @@ def test_a_server_stopped_during_a_qdels_pbsuser_preterm_refuses_the_qdel(dists,
     engine.wait(job_id)
 
 
-@pytest.mark.parametrize("how", ["stopped", "qterm -t immediate"])
+@pytest.mark.parametrize("how, named", [("stopped", "[]"), ("qterm -t immediate", "[]"),
+                                         ("killed", "[]"), ("killed", "[1-3]")])
 def test_a_stop_during_an_arrays_pbsuser_preterm_answers_so_and_the_restart_deletes_it(
-        how, dists, make_engine, engine_root):
+        how, named, dists, make_engine, engine_root):
     # The array's D was written and its queued index gone before a subjob's pbsuser
     # preterm chain started; the stop gave it up and the qdel was answered "the server is
     # stopping" (the job not deleted) while the array's deletion stood, and the subjob ran
     # on in a deleted array to its own end (qterm -t immediate: requeued, and run again).
     # Now the answer says so, and the restart (qterm -t immediate: the stop) deletes it.
+    # A server killed (SIGKILL) meanwhile answers nothing, and left the subjob running on
+    # for ever: the deletion's own write marks it (a range's too), and the restart deletes it.
     engine = make_engine(waiting_preterm(dists, engine_root))
     array = engine.pbs("qsub", "-J", "1-3%2", "--", "/bin/sleep", "60",
                        check=True).stdout.strip()
     first, second, third = (array.replace("[]", f"[{i}]") for i in (1, 2, 3))
     engine.wait(first, "R")
     engine.wait(second, "R")
-    thread, answers = _qdel_behind(engine, array)
+    thread, answers = _qdel_behind(engine, array.replace("[]", named))
     started(engine_root, "a subjob's preterm to start")  # (the other's goes on)
     until(lambda: any(engine.job(j)["job_state"] in "FX" for j in (first, second)),
           what="the subjob whose preterm goes on to be deleted")
@@ -253,19 +291,22 @@ def test_a_stop_during_an_arrays_pbsuser_preterm_answers_so_and_the_restart_dele
     assert engine.job(other)["comment"].startswith("Job deleted at request of root@")
     server_goes(engine, how, started(engine_root))
     thread.join(60)
-    assert [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers[0]] == [
-        (array, 15010, "System error: the server is stopping; the deletion is recorded, "
-                       f"and its running subjob {held} is deleted at the latest when the "
-                       "server starts again")], answers
+    if how == "killed":
+        assert [type(a) for a in answers] == [ServerUnavailable], answers
+    else:
+        assert [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers[0]] == [
+            (array, 15010, "System error: the server is stopping; the deletion is recorded, "
+                           f"and its running subjob {held} is deleted at the latest when the "
+                           "server starts again")], answers
     engine.start()
     assert engine.wait(held, "FX")["comment"].startswith("Job deleted at request of root@")
     assert engine.wait(array)["job_state"] == "F"
     records = accounting_records(engine)  # (index 3 gone at the qdel, never run: no D)
     assert [records.count(f";D;{job};") for job in (array, held, other, third)] == \
-        [1, 1, 1, 0], records
-    if how == "stopped":
-        assert f"{held};job deleted after a server restart: its array's qdel was " \
-               "answered so" in engine.log()
+        [int(named == "[]"), 1, 1, 0], records
+    if how != "qterm -t immediate":
+        assert f"{held};job deleted after a server restart: its array's qdel " \
+               "stands" in engine.log()
 
 
 @pytest.mark.parametrize("event", ["execjob_preterm", "execjob_prologue"])
