@@ -3791,6 +3791,18 @@ class Engine:
                 st.set_runtime(job_id, runtime)
         self._signal_attached(runtime, signal.SIGTERM)
 
+    def _kill_written_first(self, job_id: str, why: str) -> None:
+        """`_kill` with the kill (its end reason `why`) written before any signal, as a
+        qdel's (`_kill_deleted`): a write refused (a full disk) signals nothing, and the
+        job runs on until it is tried again. A reservation's end (`Reservations._end`,
+        `_next_occurrence`) signalled first: a job that ended of that SIGTERM before the
+        end was tried again ended with its D record but not the reservation's end reason."""
+        if job_id not in self.launches:
+            return
+        with self.store.transaction() as st:
+            st.set_runtime(job_id, _killed_runtime(st.runtime(job_id) or {}, why))
+        self._kill(job_id, why, written=True)
+
     def _signal_attached(self, runtime: dict[str, Any], sig: int) -> None:
         executor.signal_processes(list(runtime.get("attached", ())), sig)
 

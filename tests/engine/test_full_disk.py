@@ -1408,6 +1408,61 @@ def test_an_occurrence_end_tried_again_fires_resv_end_and_kills_its_jobs_once(
         eng.close()
 
 
+@pytest.mark.parametrize("occurrence", [False, True], ids=["end", "occurrence"])
+def test_a_reservation_end_whose_kill_cannot_be_written_signals_nothing(
+        small_home, pbsplug_plugins, monkeypatch, occurrence):
+    """A reservation's end (or an occurrence's) sent a running job its SIGTERM, then wrote
+    its kill: on a full disk that write failed, and a job that ended of the SIGTERM before
+    the end was tried again ended with its D record but not the reservation's end reason.
+    The kill is written first now, as a qdel's: the end refused signals nothing, the job
+    runs on, and tried again once there is room it ends with the reservation's end
+    reason: one k, one D (an occurrence's end writes neither), one E."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records, poll_until
+    from .owner_hooks import gone
+
+    now = [time.time()]
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        start = int(now[0]) + 60
+        window = {"reserve_duration": 6, "reserve_rrule": "FREQ=MINUTELY;COUNT=2",
+                  "Variable_List": {"PBS_TZID": "UTC"}} if occurrence else \
+            {"reserve_end": start + 60}
+        resv = eng.req_resv_submit(root, {"Resource_List": {"select": "1:ncpus=1"},
+                                          "reserve_start": start, **window})["id"]
+        poll_until(eng, lambda: eng.store.get("resv", resv)["reserve_state"] ==
+                   "RESV_CONFIRMED", "the reservation's confirmation")
+        job_id = eng.req_submit(root, {"queue": resv.split(".")[0]}, "exec sleep 300\n")
+        now[0] = start + 1
+        poll_until(eng, lambda: job_id in eng.launches, "the job to run")
+        pid = until(eng.launches[job_id].resolve, timeout=PATIENCE,
+                    what="the job's process group to be recorded")
+        # (the disk full right after what an end does before its kill: its D, or its hooks)
+        owner, name = (eng.resvs, "_ended_once") if occurrence else (eng.accounting, "deleted")
+        real = _full_after(monkeypatch, small_home, eng, owner, name)
+        now[0] = start + (7 if occurrence else 61)
+        with pytest.raises(PbsError) as failed:
+            eng.resvs.poll(now[0])
+        assert failed.value.code == PBSE_SYSTEM, failed.value
+        assert job_id not in eng.kills, "the job was signalled before its kill was written"
+        assert not gone(pid), "the job was signalled before its kill was written"
+        monkeypatch.setattr(owner, name, real)
+        (small_home / "fill").unlink()  # room again
+        poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+        why = "occurrence 1 ended" if occurrence else "reservation period ended"
+        assert eng.store.job(job_id)["comment"] == f"Job deleted: reservation {resv} {why}"
+        records = accounting_records(eng)
+        assert [records.count(f";{kind};{resv};") for kind in "kK"] == \
+            [0 if occurrence else 1, 0], records
+        assert [records.count(f";{kind};{job_id};") for kind in "DE"] == \
+            [0 if occurrence else 1, 1], records
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
 def _resv_hooks_seen(register_plugin) -> list[tuple[str, str]]:
     """The resv_begin and resv_end hooks (in process) fired, in order: (event, reservation)."""
     from pbsplug import PluginInfo, hookimpl
