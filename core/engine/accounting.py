@@ -230,8 +230,10 @@ class Accounting:
                                   ("run_count", attrs.get("run_count") or 0)])
 
     def started(self, job_id: str, attrs: Mapping[str, Any]) -> None:
-        """S: the job was sent to run (before its begin and launch hooks, as PBS's server
-        writes it when it sends the job to its MoM)."""
+        """S: the job runs, once its execjob_begin hooks are over (before its prologue and
+        launch hooks), as PBS's server writes it once the job's MoM took the job (its
+        begin hooks run before the MoM answers); none for a start the server's stop gave
+        up in its begin hooks."""
         pairs = self._job_pairs(attrs, ran=True)
         pairs.append(("resource_assigned.ncpus", _ncpus(str(attrs.get("exec_vnode") or ""))))
         self.record("S", job_id, pairs, trailing=True)

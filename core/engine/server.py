@@ -515,7 +515,8 @@ class Engine:
             if launch is None:  # it never ran: queue it again, whatever its Rerunable
                 attrs["run_count"] = max(0, int(attrs.get("run_count", 1)) - 1)
                 self._requeue(job_id, attrs, "Job requeued after a server restart: it had "
-                                             "not started")
+                                             "not started",
+                              record=not (runtime or {}).get("begin_stopped"))
                 continue
             ended = executor.JobExit.read(launch.status_file)
             if ended is None and launch.alive():
@@ -3214,7 +3215,6 @@ class Engine:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, f"Job Run at request of Scheduler@{self.host} on "
                  f"exec_vnode {exec_vnode}")
-        self.accounting.started(job_id, attrs)
         vnodes: dict[str, Vnode] | None = None
         for event in lifecycle.START_EVENTS:
             job = Job(job_id, attrs)
@@ -3233,6 +3233,8 @@ class Engine:
             if isinstance(fired, _Chain):
                 return True
             self._given_up(job_id, fired)
+            if event == "execjob_begin":  # (as PBS's server once the job's MoM took it)
+                self.accounting.started(job_id, attrs)
             if not self._start_event_over(job_id, attrs, vnodes, event, fired):
                 return False
         return self._launch(job_id, attrs, vnodes)
@@ -3248,6 +3250,14 @@ class Engine:
                 "the job is requeued when it starts again")
         self.log(LOG_JOB, "Job", job_id, f"its {outcome.event} hooks were stopped: the "
                  f"server is stopping; {then}")
+        if outcome.event == "execjob_begin":  # (its S unwritten: no R at that requeue)
+            try:
+                with self.store.transaction() as st:
+                    st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
+                                            "begin_stopped": True})
+            except StoreWriteError as exc:  # (the requeue writes an R: the stop goes on)
+                self.log(LOG_ERROR, "Job", job_id, f"its stopped start could not be "
+                         f"marked: {exc}")
         raise _StartStopped(job_id)
 
     def _job_event(self, job_id: str, event: str, start: bool,
@@ -3630,14 +3640,17 @@ class Engine:
                                                                 comment=comment),
                               "R", "job requeue")
 
-    def _requeue(self, job_id: str, attrs: dict[str, Any], comment: str) -> None:
+    def _requeue(self, job_id: str, attrs: dict[str, Any], comment: str,
+                 record: bool = True) -> None:
         """The run is over and the job goes back to its queue: its next run starts clean,
         as PBS's MoM purges a job at the end of each run. Of its runtime only what was
         submitted stays (`_submitted_runtime`): a qrerun's ``end_reason`` kept would requeue
         every later run again, and the processes ``attached`` to this run are not the
-        next's. Its per-run files go too (`_remove_run_files`)."""
+        next's. Its per-run files go too (`_remove_run_files`). Its R record unless not
+        `record` (a run with no S: its begin hooks given up for the server's stop)."""
         self._stop_chain(job_id)
-        self.accounting.rerun(job_id, attrs, self.store.runtime(job_id), comment)
+        if record:
+            self.accounting.rerun(job_id, attrs, self.store.runtime(job_id), comment)
         lifecycle.requeued(attrs, comment, int(self.clock()))
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)

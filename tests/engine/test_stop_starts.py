@@ -17,6 +17,7 @@ from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.server import ROLE_MANAGER, Caller
 from pbsplug.runner import CANCELLED
 
+from .test_accounting import of, records
 from .test_poll import poll_until
 
 ROOT = Caller(0, ROLE_MANAGER)
@@ -162,3 +163,20 @@ def test_a_prologue_hook_ending_with_the_stops_text_is_judged_as_its_own(
     else:  # a plain reject: none
         assert not any(offline), eng.store.all("node")
         assert "execjob_prologue request rejected by 'texts'" in log, log
+
+
+def test_a_begin_hook_given_up_for_the_stop_leaves_no_s_record(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # The S record was written before the begin hooks: the job the stop left unstarted had
+    # one, the restart's requeue an R after it, and its start a second S.
+    root = engine_root
+    (root / "stop").touch()
+    eng = _engine(engine_here, register_plugin, "execjob_begin", root)
+    sigterm_stops(eng)
+    job_id = eng.req_submit(ROOT, {"Job_Name": "first", "Rerunable": False}, "true\n")
+    eng.poll()
+    assert eng.stopping and eng.store.job(job_id)["job_state"] == "R"
+    assert [kind for kind, _ in of(records(eng.home), job_id)] == ["Q"]
+    (root / "stop").unlink()
+    _runs_after_restart(eng, engine_here, root, job_id)
+    assert [kind for kind, _ in of(records(eng.home), job_id)] == ["Q", "S", "E"]
