@@ -332,6 +332,26 @@ class _Unwritten:
         self.what = what
 
 
+class _NodeRead:
+    """The stored vnodes read once for a job's start events (`Engine._start_vnodes`): each
+    event's hooks get Vnode objects made from deep copies of the read rows, so what one
+    event's hooks leave on theirs reaches no other's. Read again only when the store wrote
+    a row since (`Store.changes`: an earlier event's hooks changed a vnode, the job was
+    written): a start read every vnode for each of its hooked events, three times at most."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.changes = -1
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    def vnodes(self, attrs: Mapping[str, Any]) -> dict[str, Vnode]:
+        """The job's vnodes (``exec_vnode``), each made afresh."""
+        if self.changes != self.store.changes:
+            self.rows, self.changes = self.store.all("node"), self.store.changes
+        return {name: Vnode(name, copy.deepcopy(self.rows[name])) for name, _ in
+                parse_exec_vnode(attrs.get("exec_vnode", "")) if name in self.rows}
+
+
 class Engine:
     """The server's state and behaviour, independent of the socket that feeds it requests."""
 
@@ -3171,16 +3191,17 @@ class Engine:
                 parse_exec_vnode(attrs.get("exec_vnode", "")) if name in nodes}
 
     def _start_vnodes(self, event: str, attrs: dict[str, Any],
-                      given: dict[str, Vnode] | None) -> dict[str, Vnode]:
+                      given: dict[str, Vnode] | None, read: _NodeRead) -> dict[str, Vnode]:
         """The job's vnodes for its start event `event` (begin, prologue, launch): made
-        afresh from the stored data (`_job_vnodes`) for each event a hook runs for, never
-        the objects an earlier event's hooks had: those keep what the hooks left on them
-        that the server did not keep (a state it derives, ``job-busy``; an in-process
-        hook's write past the setters, ``dict.__setitem__``; a value the rules refused to
-        store, `_apply_vnode_changes`), with their guard, their change record and their
-        copies on read. For an event no hook runs for, `given` (none reads them), if any."""
+        afresh from the stored data (`read`, one read for the start) for each event a hook
+        runs for, never the objects an earlier event's hooks had: those keep what the hooks
+        left on them that the server did not keep (a state it derives, ``job-busy``; an
+        in-process hook's write past the setters, ``dict.__setitem__``; a value the rules
+        refused to store, `_apply_vnode_changes`), with their guard, their change record
+        and their copies on read. For an event no hook runs for, `given` (none reads
+        them), if any."""
         if given is None or self.runner.chain(event):
-            return self._job_vnodes(attrs)
+            return read.vnodes(attrs)
         return given
 
     def _start(self, job_id: str, attrs: dict[str, Any], exec_vnode: str) -> bool:
@@ -3216,9 +3237,10 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"Job Run at request of Scheduler@{self.host} on "
                  f"exec_vnode {exec_vnode}")
         vnodes: dict[str, Vnode] | None = None
+        read = _NodeRead(self.store)
         for event in lifecycle.START_EVENTS:
             job = Job(job_id, attrs)
-            vnodes = self._start_vnodes(event, attrs, vnodes)
+            vnodes = self._start_vnodes(event, attrs, vnodes, read)
             start = event == "execjob_prologue" and self._owner_runs(event)
             if start:
                 # The job's owner may make this chain slow: it runs while the server
@@ -3237,7 +3259,7 @@ class Engine:
                 self.accounting.started(job_id, attrs)
             if not self._start_event_over(job_id, attrs, vnodes, event, fired):
                 return False
-        return self._launch(job_id, attrs, vnodes)
+        return self._launch(job_id, attrs, vnodes, read)
 
     def _given_up(self, job_id: str, outcome: Outcome) -> None:
         """`_StartStopped` when the runner gave one of a start event's hooks up for the
@@ -3335,10 +3357,11 @@ class Engine:
             self.log(LOG_ERROR, "Job", job_id, "its execjob_prologue hooks ended with the "
                      "job no longer running; their outcome is not used")
             return
-        vnodes = self._job_vnodes(attrs)
+        read = _NodeRead(self.store)
+        vnodes = read.vnodes(attrs)
         if self._start_event_over(job_id, attrs, vnodes, "execjob_prologue", outcome):
             attrs["substate"] = lifecycle.SUBSTATES["R"]
-            self._launch(job_id, attrs, vnodes)
+            self._launch(job_id, attrs, vnodes, read)
 
     def _stop_chain(self, job_id: str, ended: bool = False) -> None:
         """The job's started chain, if any, stopped (its hook's process group killed, its
@@ -3438,10 +3461,10 @@ class Engine:
             st.set_runtime(job_id, runtime)
         self.aborts_run.discard(job_id)
 
-    def _launch(self, job_id: str, attrs: dict[str, Any],
-                vnodes: dict[str, Vnode] | None) -> bool:
+    def _launch(self, job_id: str, attrs: dict[str, Any], vnodes: dict[str, Vnode] | None,
+                read: _NodeRead) -> bool:
         """The job's shepherd, execjob_launch, and the job's processes; True once it runs.
-        `vnodes`: the job's, as its last start event had them (`_start_vnodes`)."""
+        `vnodes`: the job's, as its last start event had them, from `read` (`_start_vnodes`)."""
         user = attrs.get("euser") if os.geteuid() == 0 else None
         try:  # the shepherd first: execjob_launch's event.pid, the process a hook may confine
             argv, env = self._job_command(job_id, attrs)
@@ -3467,7 +3490,7 @@ class Engine:
             self._could_not_start(job_id, attrs, exc)
             return False
         try:
-            vnodes = self._start_vnodes("execjob_launch", attrs, vnodes)
+            vnodes = self._start_vnodes("execjob_launch", attrs, vnodes, read)
             outcome = self._event("execjob_launch", job=Job(job_id, attrs),
                                   vnode_list=dict(vnodes), progname=argv[0], argv=argv,
                                   env=env, pid=pending.pid)

@@ -5,6 +5,7 @@ the next event's hooks (review, session 47: the three events shared one set of o
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -68,3 +69,52 @@ def test_a_start_event_sees_the_stored_vnodes_not_the_last_events_objects(
     assert begin and all(not leaked for _, leaked in begin.values()), begin
     for event, vnodes in runs[1:]:
         assert vnodes == begin, f"{event} saw the begin hook's leftovers: {vnodes}"
+
+
+class Starts:
+    """A no-op hook on each start event."""
+
+    plugin_info = PluginInfo(events=("execjob_begin", "execjob_prologue", "execjob_launch"))
+
+    @hookimpl
+    def execjob_begin(self, event):
+        pass
+
+    @hookimpl
+    def execjob_prologue(self, event):
+        pass
+
+    @hookimpl
+    def execjob_launch(self, event):
+        pass
+
+
+def test_a_start_reads_the_stored_vnodes_once_for_its_three_hooked_events(
+        engine_here, register_plugin, monkeypatch):
+    # Each event a hook runs for read every stored vnode again: three reads of the node
+    # table per start.
+    register_plugin(Starts(), "starts", isolation="inprocess")
+    eng = engine_here()
+    reads: list[str] = []
+    real_all, real_start, real_track = eng.store.all, eng._start, eng._track_states
+    starting = []
+
+    def all_(type: str):
+        if starting == [True] and type == "node":
+            reads.append(type)
+        return real_all(type)
+
+    def during(real, *args, **kwargs):
+        starting.append(real == real_start)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            starting.pop()
+
+    monkeypatch.setattr(eng.store, "all", all_)
+    monkeypatch.setattr(eng, "_start", functools.partial(during, real_start))
+    # (the launch's look at every vnode's state, `_track_states`, is no start event's)
+    monkeypatch.setattr(eng, "_track_states", functools.partial(during, real_track))
+    job_id = eng.req_submit(ROOT, {}, script="true\n")
+    poll_until(eng, lambda: job_id in eng.launches, "the job's launch")
+    assert reads == ["node"], reads
