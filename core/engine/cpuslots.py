@@ -15,6 +15,8 @@ no CPU is listed before the one holding slot 0).
 The engine works the slots out as jobs start and end (the server calls `CpuSlots.jobs_on`
 at each start and end), in memory: after a restart, the running jobs are given slots again
 in the order they started, as PBS's server gives them again in the order it recovers them.
+The simulator numbers them with the same rules, job by job as each starts and ends
+(`CpuSlots.take`, `CpuSlots.free`).
 """
 
 from __future__ import annotations
@@ -27,13 +29,17 @@ __all__ = ["CpuSlots"]
 
 
 class CpuSlots:
-    """The slots of the running jobs, kept from one call of `jobs_on` to the next."""
+    """The slots of the running jobs, kept from one call of `jobs_on` to the next (the
+    engine's), or from one `take` and `free` to the next (the simulator's, at each start
+    and end: `listed` then gives a vnode's ``jobs`` without going over every job)."""
 
     def __init__(self) -> None:
         #: job id -> its (vnode, slot, takes the CPU) entries, in the order they were taken.
         self._held: dict[str, list[tuple[str, int, bool]]] = {}
         #: job id -> when it was given its slots (a count): the latest is listed first.
         self._given: dict[str, int] = {}
+        #: vnode -> job id -> its (slot, takes the CPU) entries there, in that order.
+        self._on: dict[str, dict[str, list[tuple[int, bool]]]] = {}
         self._count = 0
 
     def jobs_on(self, running: Iterable[tuple[str, str]], ncpus: Mapping[str, int]
@@ -45,48 +51,58 @@ class CpuSlots:
         running = list(running)
         now_running = {job_id for job_id, _ in running}
         for job_id in [j for j in self._held if j not in now_running]:
-            del self._held[job_id]
-            del self._given[job_id]
-        taken: dict[str, set[int]] = {}
-        for entries in self._held.values():
-            for name, slot, cpu in entries:
-                if cpu:
-                    taken.setdefault(name, set()).add(slot)
+            self.free(job_id)
         for job_id, exec_vnode in running:
             if job_id not in self._held:
-                self._held[job_id] = self._take(exec_vnode, ncpus, taken)
-                self._count += 1
-                self._given[job_id] = self._count
-        listed: dict[str, list[tuple[int, int, int, str]]] = {}
-        for job_id, entries in self._held.items():
-            for i, (name, slot, _) in enumerate(entries):
-                if name in ncpus:  # (later entries of one job on one slot come first too)
-                    listed.setdefault(name, []).append((slot, -self._given[job_id], -i,
-                                                        job_id))
-        return {name: [f"{job_id}/{slot}" for slot, _, _, job_id in sorted(entries)]
-                for name, entries in listed.items()}
+                self.take(job_id, parse_exec_vnode(exec_vnode), ncpus)
+        return {name: self.listed(name) for name in self._on if name in ncpus}
 
-    @staticmethod
-    def _take(exec_vnode: str, ncpus: Mapping[str, int], taken: dict[str, set[int]]
-              ) -> list[tuple[str, int, bool]]:
-        """The slots a starting job's `exec_vnode` takes, chunk by chunk (`taken` grows)."""
+    def take(self, job_id: str, chunks: Iterable[tuple[str, Mapping[str, object]]],
+             ncpus: Mapping[str, int]) -> None:
+        """A starting job's slots, chunk by chunk (`chunks`: its parsed exec_vnode; a
+        vnode not in `ncpus` is left out)."""
         entries: list[tuple[str, int, bool]] = []
-        for name, res in parse_exec_vnode(exec_vnode):
+        on = self._on
+        for name, res in chunks:
             if name not in ncpus:
                 continue
+            held = on.setdefault(name, {})
+            mine = held.setdefault(job_id, [])
             cpus = _count(res.get("ncpus"))
             if not cpus:
                 entries.append((name, 0, False))
+                mine.append((0, False))
                 continue
             last = max(1, ncpus[name]) - 1
-            busy = taken.setdefault(name, set())
+            busy = {slot for job in held.values() for slot, cpu in job if cpu}
             slot = 0
             for _ in range(cpus):
                 while slot in busy and slot < last:
                     slot += 1
                 busy.add(slot)
                 entries.append((name, slot, True))
-        return entries
+                mine.append((slot, True))
+        self._held[job_id] = entries
+        self._count += 1
+        self._given[job_id] = self._count
+
+    def free(self, job_id: str) -> None:
+        """The slots of a job that ended (none for a job that holds none)."""
+        for name in dict.fromkeys(name for name, _, _ in self._held.pop(job_id, ())):
+            held = self._on[name]
+            del held[job_id]
+            if not held:
+                del self._on[name]
+        self._given.pop(job_id, None)
+
+    def listed(self, name: str) -> list[str]:
+        """Vnode `name`'s ``jobs``: the slots in order, on one slot the job that came last
+        first (and a job's later entries there first); [] when no job holds one."""
+        given = self._given
+        entries = sorted((slot, -given[job_id], -i, job_id)
+                         for job_id, held in self._on.get(name, {}).items()
+                         for i, (slot, _) in enumerate(held))
+        return [f"{job_id}/{slot}" for slot, _, _, job_id in entries]
 
 
 def _count(value: object) -> int:

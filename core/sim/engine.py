@@ -94,6 +94,7 @@ from .records import (
 
 if TYPE_CHECKING:
     from ..engine import limits
+    from ..engine.cpuslots import CpuSlots
     from ..engine.errors import PbsError
     from ..runner import Outcome
     from .machine import Host
@@ -511,12 +512,12 @@ class Simulator:
         self._driver_file: tuple[int, int, int, int] | None = None
         #: Vnode objects as the last event carried them, while their vnode is unchanged.
         self._event_vnode_cache: dict[str, Vnode] = {}
-        #: The running jobs whose chunks on a vnode ask no cpus, by vnode (`_list_cpuless`):
-        #: the vnode's ``jobs`` lists them, as the engine's does; nothing else tells a hook
-        #: (the power plugin) that they run there. The jobs holding cpus are not listed (the
-        #: vnode's resources_assigned tells them): kept at every start and end, the lists
-        #: would cost each job a step per vnode.
-        self._cpuless: dict[str, dict[str, None]] = {}
+        #: Which of its vnodes' cpus each running job holds, numbered as the engine numbers
+        #: them (its `CpuSlots`): a periodic event's vnode lists them in its ``jobs``, as
+        #: the engine's does. Kept only for a replay with periodic hooks (`_setup_hooks`):
+        #: at every start and end it costs each job a step per vnode, and no other event
+        #: carries ``jobs``.
+        self._cpu_slots: CpuSlots | None = None
         #: The vnodes hooks changed, so that a scheduler reparses only those.
         self._vnode_log = VnodeLog()
         self._room_count: dict[int, int] = {}  # vnodes by free ncpus
@@ -653,6 +654,10 @@ class Simulator:
         #: last cycle before a periodic run (`_estimates_read`), which always runs
         #: (`_could_start`); exact, since no later cycle comes first.
         self._periodic_reads = bool(self._chains.get("periodic"))
+        if self._periodic_reads:
+            from ..engine.cpuslots import CpuSlots
+
+            self._cpu_slots = CpuSlots()
         self._estimated: set[str] = set()  # queued jobs holding the last estimates made
         self._next_submit = math.inf
         self._periodic_due = {name: float(freq) for name, freq in self._freq.items()}
@@ -1482,11 +1487,10 @@ class Simulator:
         del self.queued[job_id]
         self._unneed(run)
         per_vnode: dict[str, int] = {}
-        last_res, ncpus, cpuless = None, 0, False
+        last_res, ncpus = None, 0
         for name, res in chunks:
             if res is not last_res:  # (alike chunks share their mapping: read once)
                 ncpus, last_res = int(res.get("ncpus", 0) or 0), res
-                cpuless = cpuless or not ncpus
             per_vnode[name] = per_vnode.get(name, 0) + ncpus
         host_of = self._host_of  # (the platform's: a hook may have unset the resource)
         lifecycle.started(run.attrs, exec_vnode, format_exec_host(
@@ -1496,14 +1500,15 @@ class Simulator:
         run.vnodes = per_vnode
         run.ncpus = sum(per_vnode.values())
         self.running[job_id] = run
-        if cpuless:
-            self._list_cpuless(run, True)
+        if self._cpu_slots is not None:  # (before `_occupy`, which forgets the event objects)
+            self._cpu_slots.take(job_id, chunks, {
+                name: _ncpus(self.vnode_attrs[name]) for name in per_vnode})
         run.hosts = tuple(sorted(self._occupy(run, +1)))
         for event in self._start_events:
             extra: dict[str, Any] = {"progname": "", "argv": [], "env": {}, "pid": None} \
                 if event == "execjob_launch" else {}
-            outcome = self._fire(event, job=lambda: Job(job_id, run.attrs),
-                                 vnode_list=lambda: self._event_vnodes(per_vnode), **extra)
+            outcome = self._fire(event, job=lambda: Job(job_id, run.attrs), vnode_list=lambda:
+                                 self._event_vnodes(per_vnode, jobs=False), **extra)
             if outcome is None:
                 continue
             self._host_changes(run, outcome)
@@ -1511,7 +1516,7 @@ class Simulator:
             if step != lifecycle.PROCEED:
                 if lifecycle.abort_first(event, outcome.consequence):
                     self._fire("execjob_abort", job=lambda: Job(job_id, run.attrs),
-                               vnode_list=lambda: self._event_vnodes(per_vnode))
+                               vnode_list=lambda: self._event_vnodes(per_vnode, jobs=False))
                 comment = lifecycle.refused_comment(event, outcome.consequence,
                                                     outcome.message)
                 self._stop(run)
@@ -1541,7 +1546,7 @@ class Simulator:
             run.attrs["resources_used"] = dict(given)
         for name in self._end_events:
             outcome = self._fire(name, job=lambda: Job(run.tj.job_id, run.attrs),
-                                 vnode_list=lambda: self._event_vnodes(run.vnodes))
+                                 vnode_list=lambda: self._event_vnodes(run.vnodes, jobs=False))
             if outcome is None:
                 continue
             self._host_changes(run, outcome)
@@ -1565,25 +1570,10 @@ class Simulator:
         """The job's cpus are free again (before its end hooks, as the engine's are once
         its processes are gone)."""
         self.running.pop(run.tj.job_id, None)
-        if self._cpuless:
-            self._list_cpuless(run, False)
+        if self._cpu_slots is not None:
+            self._cpu_slots.free(run.tj.job_id)
         self._occupy(run, -1)  # which marks its vnodes last used now
         self._touched = True
-
-    def _list_cpuless(self, run: _Run, starting: bool) -> None:
-        """The job is listed (`starting`) in, or taken from, the ``jobs`` of each of its
-        vnodes where it holds no cpus (`_cpuless`). Its vnodes' event objects are made
-        again (`_occupy` forgets them)."""
-        job_id, cpuless = run.tj.job_id, self._cpuless
-        for name, ncpus in run.vnodes.items():
-            if ncpus:
-                continue
-            if starting:
-                cpuless.setdefault(name, {})[job_id] = None
-            elif job_id in cpuless.get(name, ()):
-                del cpuless[name][job_id]
-                if not cpuless[name]:
-                    del cpuless[name]
 
     def _used(self, run: _Run) -> dict[str, Any]:
         """What the host measured of the job's run (its walltime and ncpus)."""
@@ -1845,14 +1835,19 @@ class Simulator:
             counts[counted] = counts.get(counted, 0) + 1
             self._counts_changed = True
 
-    def _event_vnodes(self, names: Iterable[str]) -> dict[str, Vnode]:
+    def _event_vnodes(self, names: Iterable[str], jobs: bool = True) -> dict[str, Vnode]:
         """Vnodes as hooks see them: their attributes, with the states and assignments the
-        running jobs give them (job-busy), as the engine derives them. An object is made
+        running jobs give them (job-busy), as the engine derives them. With `jobs` (the
+        server's events: periodic, exechost_startup), each lists the cpus its running jobs
+        hold in ``jobs`` (`_cpu_slots`; [] when none), as the engine's do; a job's own
+        events (execjob_*) carry no ``jobs``, as the engine's (its stored vnodes), and
+        their objects are made for each event. An object of the server's events is made
         again only when its vnode changed (a job's start or end, a hook's change) since an
         event last carried it: a replay's periodic hook gets every vnode thousands of
         times."""
         out = {}
-        store, room, cache = self.vnode_attrs, self.room, self._event_vnode_cache
+        store, room, slots = self.vnode_attrs, self.room, self._cpu_slots
+        cache = self._event_vnode_cache if jobs else {}
         for name in names:
             vnode = cache.get(name)
             if vnode is not None:
@@ -1866,8 +1861,8 @@ class Simulator:
                 view["state"] = "job-busy" if attrs["state"] == "free" else \
                     f"{attrs['state']},job-busy"
             view["resources_assigned"] = {"ncpus": used}
-            if name in self._cpuless:  # (the engine's entry for a chunk of no cpus)
-                view["jobs"] = [f"{job_id}/0" for job_id in self._cpuless[name]]
+            if jobs:  # (no running job without periodic hooks: startup is before any)
+                view["jobs"] = slots.listed(name) if slots is not None else []
             out[name] = cache[name] = Vnode(name, view)
         return out
 

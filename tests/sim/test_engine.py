@@ -1386,7 +1386,7 @@ def test_a_host_a_job_holds_no_cpus_of_is_not_powered_off_under_it(register_plug
         (0, 100.0), (1000, 100.0), (1140, 120.0), (1170, 5.0), (1500, 5.0), (1560, 150.0),
         (1620, 200.0), (1630, 100.0)]
     assert (60, ["1/0"]) in seen and (960, ["1/0"]) in seen
-    assert [jobs for at, jobs in seen if at >= 1020] == [None] * len(
+    assert [jobs for at, jobs in seen if at >= 1020] == [[]] * len(
         [at for at, _ in seen if at >= 1020])
 
 

@@ -181,7 +181,111 @@ def test_a_hooks_write_to_a_vnodes_derived_attributes_is_dropped_on_the_engine_a
     with pytest.raises(RuntimeError, match="the replay goes on"):
         sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
     assert len(hook.seen) >= 2 and all(seen == hook.seen[0] for seen in hook.seen)
-    # (a replay's jobs lists only the jobs of no cpus there: docs/simulator.md)
-    assert hook.seen[0] == {"jobs": None, "resv": None, "suspended_jobs": None}
+    # (n0 holds job 1 on its cpu: the engine's would list it so)
+    assert hook.seen[0] == {"jobs": ["1/0"], "resv": None, "suspended_jobs": None}
     assert sim.vnode_attrs["n0"]["comment"] == "written"
     assert not set(DERIVED) & set(sim.vnode_attrs["n0"])
+
+
+class JobsReader:
+    """A periodic hook that notes the first vnode's (by name) ``jobs`` at each run."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.seen: list[object] = []
+
+    @hookimpl
+    def periodic(self, event):
+        self.seen.append(event.vnode_list[min(event.vnode_list)].jobs)
+
+
+#: On a vnode of 2 cpus: jobs 1 and 2 run (one cpu each), 1 ends and 3 takes its cpu, then
+#: all end. What a periodic hook reads of the vnode's ``jobs`` at each step, on the engine
+#: (its `CpuSlots`) and in a replay alike: each job on each cpu it holds, numbered as PBS
+#: numbers them (3 takes cpu 0, which 1 freed), and [] on the idle vnode.
+JOBS_SEEN = [[], ["1/0", "2/1"], ["2/1"], ["3/0", "2/1"], []]
+
+
+def test_a_vnodes_jobs_in_a_periodic_event_are_the_engines_in_a_replay(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """A replay's vnode listed in its ``jobs`` only the jobs holding no cpus there, and
+    gave None where the engine gives []: a busy vnode read as idle."""
+    hook = JobsReader()
+    register_plugin(hook, "jobs", isolation="inprocess", freq=60)
+
+    eng = Engine(Home(tmp_path / "home"), plugins=pbsplug_plugins)
+    try:
+        name = min(eng.store.all("node"))
+        node = eng.store.get("node", name)
+        node["resources_available"]["ncpus"] = 2
+        running: dict[str, dict] = {}
+        steps = [(), ("1", "2"), ("2",), ("2", "3"), ()]
+        for stime, step in enumerate(steps):
+            with eng.store.transaction() as st:
+                st.put("node", name, node)
+                for job_id in [j for j in running if j not in step]:
+                    st.delete_job(job_id)
+                    del running[job_id]
+                for job_id in [j for j in step if j not in running]:
+                    running[job_id] = {"job_state": "R", "queue": "workq", "stime": stime + 1,
+                                       "exec_vnode": f"({name}:ncpus=1)",
+                                       "Resource_List": {"select": "1:ncpus=1"}}
+                    st.add_job(int(job_id), job_id, running[job_id], None)
+            eng.periodic.run("periodic", "jobs")
+    finally:
+        eng.runner.reap()
+        eng.close()
+    assert hook.seen == JOBS_SEEN
+
+    hook.seen.clear()
+    # 1 runs 0-100, 2 runs 10-1000, 3 comes at 150 (1's cpu), 4 runs 1100-1101: the runs
+    # every 60 s see 1 and 2 (60), 2 (120), 2 and 3 (180 to 960), none (1020, 1080).
+    jobs = [TraceJob("1", 1, 0.0, 100.0, 1, 100.0), TraceJob("2", 2, 10.0, 990.0, 1, 990.0),
+            TraceJob("3", 3, 150.0, 850.0, 1, 850.0), TraceJob("4", 4, 1100.0, 1.0, 1, 1.0)]
+    guard_periodic_runs(monkeypatch, most=20)
+    sim = Simulator(uniform(1, 2, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    sim.run(jobs)
+    assert hook.seen == JOBS_SEEN[1:3] + [JOBS_SEEN[3]] * 14 + [[]] * 2
+
+
+class JobEventJobsReader:
+    """An execjob_begin and execjob_end hook that notes each vnode's ``jobs``."""
+
+    plugin_info = PluginInfo(events=("execjob_begin", "execjob_end"),
+                             sim_safe=("execjob_begin", "execjob_end"))
+
+    def __init__(self):
+        self.seen: list[tuple[str, dict[str, object]]] = []
+
+    @hookimpl
+    def execjob_begin(self, event):
+        self.seen.append(("begin", {n: v.jobs for n, v in event.vnode_list.items()}))
+
+    @hookimpl
+    def execjob_end(self, event):
+        self.seen.append(("end", {n: v.jobs for n, v in event.vnode_list.items()}))
+
+
+def test_a_jobs_own_events_carry_no_vnode_jobs_on_the_engine_nor_in_a_replay(
+        register_plugin, pbsplug_plugins, tmp_path):
+    """A job's own events carry its vnodes as the engine stores them, which never hold the
+    ``jobs`` it derives: None there, in a replay too. A replay's execjob_begin listed a
+    chunk of no cpus (``1/0``)."""
+    eng = Engine(Home(tmp_path / "home"), plugins=pbsplug_plugins)
+    try:
+        name = min(eng.store.all("node"))
+        vnodes = eng._job_vnodes({"exec_vnode": f"({name}:ncpus=0)"})
+    finally:
+        eng.close()
+    assert {n: v.jobs for n, v in vnodes.items()} == {name: None}
+
+    hook = JobEventJobsReader()
+    register_plugin(hook, "jobevents", isolation="inprocess")
+    Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+              policy=policy_settings("pbs"), workdir=tmp_path / "work").run(
+        [TraceJob("1", 1, 0.0, 10.0, 1, 10.0, select="1:ncpus=0"),
+         TraceJob("2", 2, 0.0, 10.0, 1, 10.0)])
+    assert sorted(hook.seen, key=str) == [("begin", {"n0": None}), ("begin", {"n0": None}),
+                                          ("end", {"n0": None}), ("end", {"n0": None})]

@@ -57,7 +57,7 @@ class NodeView(NamedTuple):
     #: A running job on it (the first its ``jobs`` names), or "" when it names none.
     job: str = ""
     #: Its ``resources_assigned.ncpus`` (what tells a job is there where ``jobs`` is not
-    #: given, or names none: Slurm; a replay names only the jobs of no cpus there).
+    #: given, or names none: Slurm).
     assigned: int = 0
     #: A suspended job on it (the first its ``suspended_jobs`` names), or "": its cpus are
     #: released, so neither ``jobs`` nor ``resources_assigned`` shows it.
