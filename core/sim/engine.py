@@ -1878,8 +1878,12 @@ class Simulator:
             if "state" in changes:
                 if changes["state"] != attrs["state"]:
                     changes["last_state_change_time"] = int(self.now)
+            after = attrs.copy()
+            apply_to_attrs(after, changes)  # (one resource set leaves the others)
+            if after == attrs:  # nothing left to apply (a derived attribute, a state it had)
+                continue
             had = _ncpus(attrs)
-            apply_to_attrs(attrs, changes)  # (one resource set leaves the others)
+            apply_to_attrs(attrs, changes)
             if _ncpus(attrs) != had:  # (what tells whether a cycle could start a job)
                 self._resize(name, _ncpus(attrs) - had)
             self._event_vnode_cache.pop(name, None)

@@ -3,6 +3,7 @@ each checked against values worked out here, independently of the simulator."""
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import random
@@ -823,6 +824,42 @@ def test_a_failed_hooks_write_reaches_neither_the_machine_nor_a_later_event(
     assert len(hook.seen) >= 3 and hook.seen[0] is None
     assert set(hook.seen[1:]) <= {"free", "job-busy"}  # never the failed run's "offline"
     assert sink.starts() == {"1": 0, "2": 200}
+
+
+class DroppedWriter:
+    """A periodic hook that writes to n1 only what the engine does not keep: its derived
+    attributes, and the derived state job-busy (n1 is free)."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.runs = 0
+
+    @hookimpl
+    def periodic(self, event):
+        self.runs += 1
+        vnode = event.vnode_list["n1"]
+        vnode.jobs = ["9.elsewhere/0"]
+        vnode.resources_assigned = {"ncpus": 1}
+        vnode.state = "job-busy"
+
+
+def test_a_vnode_write_that_is_dropped_leaves_the_vnode_as_it_was(
+        register_plugin, pbsplug_plugins, tmp_path):
+    """A hook's vnode change of which nothing is kept (`lifecycle.hook_vnode_changes`)
+    leaves the replay's vnode as it was: the same attributes, the same object the
+    schedulers read, none of them told it changed. It was made again and logged as
+    changed, and the schedulers read it again, at every periodic run."""
+    hook = DroppedWriter()
+    register_plugin(hook, "dropped", isolation="inprocess", freq=60)
+    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    before = copy.deepcopy(sim.vnode_attrs)
+    objects = dict(sim.vnodes)
+    sim.run([tj(1, 0, 600, 1, 600)])  # (on n0: n1 stays free)
+    assert hook.runs >= 5
+    assert sim.vnode_attrs["n1"] == before["n1"]
+    assert sim.vnodes["n1"] is objects["n1"] and sim._vnode_log.version == 0
 
 
 class GrowsN0:
