@@ -30,6 +30,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -46,7 +47,7 @@ from .settings import (
     api_compatible,
     validate_config,
 )
-from .siteconfig import SiteConfig
+from .siteconfig import SiteConfig, default_home
 from .values import quoted
 
 log = logging.getLogger("pbsplug.plugins")
@@ -150,6 +151,9 @@ class PluginSet:
         #: With `private_state`: the site's values of the state folders left at their
         #: default, by (plugin, key).
         self.state_folders_set_aside: dict[tuple[str, str], Any] = {}
+        #: The pbsplug home each plugin was last configured under (`_configure`), where
+        #: it may have resolved an empty state folder (`private_state_folders`).
+        self._configured_home: dict[str, Path] = {}
 
     # -- queries ---------------------------------------------------------------------------------
     @property
@@ -321,7 +325,9 @@ class PluginSet:
                 continue
             args = {"config": dict(record.config)} if impl.argnames else {}
             if not self.guarded(record, "configure", functools.partial(impl.function, **args)):
+                self._configured_home.pop(record.name, None)
                 return False
+        self._configured_home[record.name] = default_home()
         return True
 
     @staticmethod
@@ -342,8 +348,11 @@ class PluginSet:
         """While the block runs, every enabled plugin's state folders (the keys its
         `Setting` marks `state_folder`) are their empty default, whatever the site set, and
         each plugin that has one is configured again with it, under the pbsplug home of the
-        block: a replay (`pbsplug sim`), which makes its own work folder the pbsplug home,
-        then has every plugin keep its records there, never in a live site's folder. A
+        block, unless it was last configured so under that home (a set loaded with
+        `private_state` in the replay's home, as `pbsplug sim` loads it: configured once a
+        run, not again here nor after): a replay (`pbsplug sim`), which makes its own work
+        folder the pbsplug home, then has every plugin keep its records there, never in a
+        live site's folder. A
         plugin whose folder was left empty too: its first `configure` may have resolved
         the empty folder under the home it was loaded in (``<home>/hooks/tmp``). Gives the
         site's values set aside, by (plugin, key), with those set aside at load
@@ -363,6 +372,9 @@ class PluginSet:
                     continue
                 before = dict(record.config)
                 overridden.update(self._default_state_folders(record))
+                if record.config == before and \
+                        self._configured_home.get(record.name) == default_home():
+                    continue  # (configured so already, in this home)
                 changed.append((record, before))
                 self._configure(record)
             yield overridden

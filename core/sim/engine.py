@@ -346,7 +346,7 @@ class Simulator:
     site set, from then until the end of `run` (`PluginSet.private_state_folders`; `close`,
     for a simulator not run): a simulator runs once, and a second `run` is a `SimError`.
     A plugin set loaded for it (`pbsplug sim`'s) is loaded inside `replay_home`, so its
-    plugins are configured with the same home."""
+    plugins are configured with the same home, once: not again as it runs nor after."""
 
     def __init__(self, machine: Machine, sink: ResultSink, *, plugins: Any = None,
                  policy: dict[str, Any] | None = None, server_attrs: dict[str, Any] | None = None,

@@ -1239,6 +1239,27 @@ def test_a_set_loaded_for_a_replay_never_gives_a_plugin_the_sites_state_folder(t
         "folder of its own")
 
 
+def test_a_set_loaded_for_a_replay_in_its_home_configures_each_plugin_once_a_run(tmp_path):
+    """A plugin set loaded with private_state in the replay's home (`replay_home`, as
+    `pbsplug sim` loads it) has each plugin configured once a run: with its state folder's
+    empty default, under the replay's home, which its hooks then use. It was configured
+    twice more, each time the same (as the replay began, and as it ended)."""
+    from pbsplug.plugins import PluginSet
+    from pbsplug.sim.engine import replay_home
+    from pbsplug.siteconfig import PluginSite, SiteConfig
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"), private_state=True)
+    plugins.site.plugins["keeps"] = PluginSite("keeps", enabled=True, attributes={
+        "freq": 60, "isolation": "inprocess"}, config={"records": "/var/spool/live"})
+    plugin = KeepsRecords()
+    with replay_home(tmp_path / "work") as work:
+        assert plugins.add("keeps", plugin).status == "enabled"
+        sim = Simulator(uniform(1, 1, "test"), Sink(), plugins=plugins,
+                        policy=policy_settings("easy"), workdir=work)
+        sim.run([tj(1, 0, 100, 1, 100)])
+    assert plugin.configured == [""] and plugin.homes == [work] and plugin.ran == {""}
+    assert sim.summary.hooks.state_folders == {("keeps", "records"): "/var/spool/live"}
+
 def test_mjf_writes_nothing_in_a_replay(register_plugin, pbsplug_plugins, tmp_path):
     """The mjf plugin's folders ($MACHINEFEATURES, $JOBFEATURES) are not state folders (a
     real host's, written for its jobs; their defaults are not empty) and need not be: mjf

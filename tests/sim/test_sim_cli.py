@@ -436,9 +436,9 @@ def test_no_plugin_is_configured_with_the_sites_state_folder(tmp_path, dists, cl
     assert done.returncode == 0, done.stderr
     assert f"state folder: keeps records {live} (the site's) left for the replay's own " \
         "work folder" in done.stdout
-    # Each site checked (one configure), then each run: loaded, configured again under
-    # the replay's home while it runs, and after it (`private_state_folders`).
-    assert said.read_text().splitlines() == ["''"] * 8 and not live.exists()
+    # Each site checked (one configure), then each run: loaded in the replay's home, and
+    # not configured again while it runs nor after (`private_state_folders`).
+    assert said.read_text().splitlines() == ["''"] * 4 and not live.exists()
 
 
 @pytest.mark.parametrize("command", ["run", "compare"])
@@ -486,14 +486,14 @@ def test_a_configure_that_reads_the_home_has_the_replays_folder(tmp_path, dists,
     assert done.returncode == 0, done.stderr
     lines = [line.split(" ", 1) for line in said.read_text().splitlines()]
     configured = [path for what, path in lines if what == "configure"]
-    # Each run: loaded, configured again in its home while it runs and after it
+    # Each run: loaded in its home, not configured again while it runs nor after it
     # (`private_state_folders`); compare: each site's check first.
-    assert len(configured) == (3 if command == "run" else 8)
+    assert len(configured) == (1 if command == "run" else 4)
     for path in configured:  # a work folder's: pbsplug-sim-*/hooks/tmp under TMPDIR
         work = Path(path).parent.parent
         assert work.parent == scratch and work.name.startswith("pbsplug-sim-"), path
     # Each run's hooks see the folder its configure made (the run's own, each in turn).
-    runs = configured[-1:] if command == "run" else configured[4::3]
+    runs = configured[-1:] if command == "run" else configured[2:]
     periodic = [path for what, path in lines if what == "periodic"]
     assert set(periodic) == set(runs), lines
     assert not (home / "hooks").exists()
