@@ -181,7 +181,7 @@ EVENTS: dict[str, EventSpec] = {e.name: e for e in (
     EventSpec("resv_begin", "server", ("resv",), IGNORE, IGNORE),
     EventSpec("resv_end", "server", ("resv",), IGNORE, IGNORE),
     EventSpec("modifyvnode", "server", ("vnode", "vnode_o"), IGNORE, IGNORE,
-              note="pbsplug: the vnode change has already happened; a reject is logged"),
+              note="pbsplug: a reject is logged; the vnode change is made"),
     EventSpec("periodic", "server", ("vnode_list", "resv_list", "job_list"), IGNORE, IGNORE,
               vnodes_writable=True,
               note="pbsplug: job_list carries the queued jobs with the scheduler's estimates"),

@@ -153,11 +153,13 @@ def resv_end(event: Event) -> None:
 
 @hookspec
 def modifyvnode(event: Event) -> None:
-    """A vnode's state or attributes changed (pbsnodes -o/-r, qmgr, or the engine).
+    """A vnode's state or attributes change (pbsnodes -o/-r, qmgr, or the engine).
 
-    Carries ``event.vnode`` (as it is now) and ``event.vnode_o`` (as it was); read-only.
-    ``event.requestor`` is the user who ran pbsnodes or qmgr (root for the engine's own).
-    Reject: logged only; the change has already happened.
+    Carries ``event.vnode`` (as the change leaves it) and ``event.vnode_o`` (as it was);
+    read-only. ``event.requestor`` is the user who ran pbsnodes or qmgr (root for the
+    engine's own). Fired before the change is written; a qmgr command's once every
+    management hook of the command accepted, while the server serves (the hook may make
+    requests of it). Reject: logged only; the change is made.
     """
 
 

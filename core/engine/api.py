@@ -197,7 +197,8 @@ class _Listener:
         self.drops: dict[tuple[int, str], list[float]] = {}  # -> [last logged, not logged]
         self.poll_failure: tuple[str, float] = ("", 0.0)  # the last one logged, and when
         #: Requests whose answer waits for hook chains the server steps meanwhile (a qdel
-        #: of a job whose execjob_preterm has a pbsuser hook): answered once complete.
+        #: of a job whose execjob_preterm has a pbsuser hook, a qmgr command with hooks):
+        #: answered once complete.
         self.parked: dict[_Connection, LaterAnswer] = {}
 
     # -- the loop -------------------------------------------------------------------------------
@@ -439,7 +440,8 @@ class _Listener:
         for conn, later in list(self.parked.items()):
             if later.missing <= 0:
                 del self.parked[conn]
-                self.owe(conn, _response(200, {"result": later.results}))
+                self.owe(conn, _response(200, {"result": later.result()}) if later.error is None
+                         else _response(400, {"error": later.error.to_dict()}))
                 conn.deadline = time.monotonic() + WRITE_DEADLINE
                 self.flush(conn)
 

@@ -1,7 +1,7 @@
 """The server's side of qmgr: which objects a command means, and carrying it out.
 
 `pbsplug.engine.qmgr` knows the language and PBS's rules; this room knows where the objects
-live. Commands run in order, each in its own transaction; as OpenPBS
+live. Commands run in order, each written in one transaction; as OpenPBS
 23.06's qmgr reading a file (checked), a refusal or a syntax error does not stop the next
 command, and the exit status is the last command's. ``qmgr -c`` text is one command.
 
@@ -17,13 +17,22 @@ command, and the exit status is the last command's. ``qmgr -c`` text is one comm
   ``create hook X`` adds ``[plugins.X]`` with ``enabled = true`` (X must be installed);
   ``delete hook X`` removes that section. The server reloads its plugins after each change.
 
-Each create, delete, set and unset first fires the ``management`` event; a reject refuses the
-command with 15136 and the hook's text.
+Each create, delete, set and unset first fires the ``management`` event for each object it
+names; a reject refuses the command with 15136 and the hook's text. Then a node's create, set
+or unset fires ``modifyvnode`` for each vnode as the command leaves it. Every hook of a
+command is judged before anything of it is written, outside any transaction, and the server
+serves while they run (`Engine._drive`: a hook may itself ask the server for something);
+what they accepted is then written in one transaction, once the vnodes they were shown are
+seen unchanged (another request may have changed one meanwhile: the command is refused,
+nothing of it written). A refusal at any object leaves every object as it was, and the
+vnodes of a command refused by a management hook are told no change.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ..objects import is_route_queue
@@ -36,7 +45,11 @@ from .home import LOG_ADMIN, log_events
 from .qmgr import QmgrError, QmgrSyntaxError
 
 if TYPE_CHECKING:
+    from ..runner import Outcome
     from .server import Caller, Engine
+
+    #: What a command asks its driver for (`Engine._drive`): an event's outcome.
+    _Ask = tuple[str, Caller, dict[str, Any]]
 
 PBSE_ATTRTYPE = 15026
 PBSE_OBJBUSY = 15027
@@ -45,6 +58,9 @@ PBSE_MIXENTLIMS = 15141
 PBSE_RESCBUSY = 15174
 PBSE_HOOKERROR = 15136
 PBSE_SCHED_NO_DEL = 15214
+#: A vnode a command's hooks were shown that another request changed while they ran.
+CHANGED_MEANWHILE = ("System error: vnode {} changed while the command's hooks ran; nothing "
+                     "of the command is done, run it again")
 MAX_SCHED_NAME = 15
 
 #: PBS's old-style limits (a queue's max_queuable is one too) and its new-style, entity ones,
@@ -88,8 +104,16 @@ class Manager:
 
     # -- the request ------------------------------------------------------------------------------
     def run(self, caller: Caller, text: str, one: bool = False) -> dict[str, Any]:
+        """`steps`, its hooks run in the server's thread (a request made by the server)."""
+        result: dict[str, Any] = self.engine._drive(self.steps(caller, text, one),
+                                                    defer=False)
+        return result
+
+    def steps(self, caller: Caller, text: str, one: bool = False
+              ) -> Generator[_Ask, Outcome | None, dict[str, Any]]:
         """``{"output": what qmgr prints, "errors": [lines for stderr], "code": PBS's number
-        of the last error, or 0, "status": qmgr's exit status}``.
+        of the last error, or 0, "status": qmgr's exit status}``, each hook event's outcome
+        asked of its driver (`Engine._drive`).
 
         As OpenPBS 23.06's qmgr (checked): with `one` (``qmgr -c``) the text is one command,
         ``;`` and newlines included; otherwise (commands read from a file) every command runs,
@@ -114,14 +138,14 @@ class Manager:
                 continue
             if cmd is None:  # quit, exit
                 break
-            out, lines, status, error = self._one(caller, cmd, active)
+            out, lines, status, error = yield from self._one(caller, cmd, active)
             output.append(out)
             errors += lines
             code = error or code
         return {"output": "".join(output), "errors": errors, "code": code, "status": status}
 
     def _one(self, caller: Caller, cmd: qmgr.Command, active: dict[str, list[str]]
-             ) -> tuple[str, list[str], int, int]:
+             ) -> Generator[_Ask, Outcome | None, tuple[str, list[str], int, int]]:
         """One command: (what it prints, its error lines, its exit status, PBS's number of
         its error or 0), as OpenPBS 23.06's qmgr answers it (checked)."""
         plural = {"queue": "Queues", "node": "Nodes"}
@@ -147,7 +171,7 @@ class Manager:
                 one = qmgr.Command(cmd.verb, cmd.obj_type, [name], cmd.attrs, cmd.text,
                                    cmd.pbshook, cmd.server)
                 try:
-                    text = self.command(caller, one)
+                    text = yield from self.command(caller, one)
                     heading = qmgr.print_heading(cmd.obj_type)
                     if out and heading and text.startswith(heading):
                         text = text[len(heading):]  # one heading for them all
@@ -159,7 +183,7 @@ class Manager:
                     error = err.code
             return "".join(out), lines, 1 if error else 0, error
         try:
-            return self.command(caller, cmd), [], 0, 0
+            return (yield from self.command(caller, cmd)), [], 0, 0
         except QmgrError as err:
             lines = self._error_lines(caller, cmd, err)
             if reading and err.code == PBSE_HOOKERROR and caller.role != "manager" and \
@@ -214,7 +238,8 @@ class Manager:
             err.message = "hook not found"
         return err.client_text(cmd.server or "default").splitlines()
 
-    def command(self, caller: Caller, cmd: qmgr.Command) -> str:
+    def command(self, caller: Caller, cmd: qmgr.Command
+                ) -> Generator[_Ask, Outcome | None, str]:
         eng = self.engine
         shown: dict[str, str] = {}  # plugin -> the PBS hook name it was asked by
         if cmd.obj_type == "sched":  # seed 001 spells it `partitions`
@@ -265,48 +290,75 @@ class Manager:
                                          role=caller.role)
             return qmgr.print_objects(cmd.obj_type, chosen, defs, self.resource_types(),
                                       role=caller.role)
-        # One command is all or nothing: its changes to every object it names are one
-        # transaction, so a refusal for the last name leaves the first ones as they were.
-        with eng.store.transaction():
+        # One command is all or nothing. Its hooks are judged first, outside any
+        # transaction (the server serves meanwhile): every name's management hooks, then
+        # each vnode's modifyvnode on a copy as the command leaves it. Then its changes to
+        # every object it names are one transaction, so a refusal for the last name leaves
+        # the first ones as they were, and no vnode is told a change that is not made.
+        seen = eng.store.changes
+        for name in names:
+            yield from self._management(caller, cmd, name)
+        judged: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        if cmd.obj_type == "node" and cmd.verb != "delete":
+            planned = {name: self._node_change(cmd, name, objects, defs) for name in names}
+            for name, (old, new) in planned.items():  # (`old` kept as read, to compare)
+                outcome = yield from self._asked("modifyvnode", caller, name,
+                                                 eng.modifyvnode_objects(
+                                                     name, copy.deepcopy(old), new))
+                try:
+                    judged[name] = (old, eng.vnode_judged(name, new, outcome, caller))
+                except PbsError as err:  # (`refuse_if_stopped`'s, the one it raises)
+                    raise QmgrError(err.code, err.message, obj_type="node",
+                                    obj_name=name) from None
+        with eng.store.transaction() as st:
+            if eng.store.changes != seen or cmd.obj_type == "hook":
+                objects = self.objects(cmd.obj_type)  # (others' requests ran meanwhile)
             for name in names:
-                self._management(caller, cmd, name)
-                if cmd.obj_type == "hook":
+                if name in judged:
+                    old, attrs = judged[name]
+                    if self._node_change(cmd, name, objects, defs)[0] != old:
+                        raise QmgrError(PBSE_SYSTEM, CHANGED_MEANWHILE.format(name),
+                                        obj_type="node", obj_name=name)
+                    st.put("node", name, attrs)
+                elif cmd.obj_type == "hook":
                     self._hook(cmd, name, objects.get(name), defs)
                 elif cmd.verb == "create":
-                    self._create(caller, cmd, name, objects, defs)
+                    self._create(cmd, name, objects, defs)
+                elif name not in objects:  # (deleted meanwhile)
+                    raise self._unknown(cmd.obj_type, name)
                 elif cmd.verb == "delete":
                     self._delete(cmd.obj_type, name, objects[name])
                 else:
-                    self._change(caller, cmd, name, objects[name], defs)
+                    self._change(cmd, name, objects[name], defs)
+        for name in judged:
+            eng.vnode_written(name)
         for name in names:
             eng.log(LOG_ADMIN, cmd.obj_type.capitalize(), name,
                     f"{cmd.text.strip()} at request of {caller.user}@{eng.host}")
         eng.want_cycle = True
         return ""
 
-    def _management(self, caller: Caller, cmd: qmgr.Command, name: str) -> None:
+    def _management(self, caller: Caller, cmd: qmgr.Command, name: str
+                    ) -> Generator[_Ask, Outcome | None, None]:
         attribs = [{"name": op.full_name, "op": op.op or None, "value": op.value}
                    for op in cmd.attrs]
-        outcome = self.engine._event("management", caller, management={
-            "cmd": cmd.verb, "objtype": cmd.obj_type, "objname": name, "attribs": attribs})
-        # (the server's stop gave its hook up: not the hook's error)
-        if stopped(outcome, self.engine.stopping):
-            raise QmgrError(PBSE_SYSTEM, STOPPING, obj_type=cmd.obj_type, obj_name=name)
+        outcome = yield from self._asked("management", caller, name, {"management": {
+            "cmd": cmd.verb, "objtype": cmd.obj_type, "objname": name, "attribs": attribs}},
+            cmd.obj_type)
         if not outcome.accepted:
             raise QmgrError(PBSE_HOOKERROR, outcome.message, obj_type=cmd.obj_type,
                             obj_name=name)
 
-    def _set_node(self, caller: Caller, name: str, old: dict[str, Any],
-                  new: dict[str, Any]) -> None:
-        """The command's change to vnode `name`, its modifyvnode hooks fired with the
-        command's `caller` as event.requestor (PBS's: the user who ran qmgr, as pbsnodes'):
-        one the server's stop gave up is the command's refusal (15010, the server is
-        stopping), as pbsnodes' is, its transaction undone; never a change made with its
-        hook unjudged."""
-        try:
-            self.engine._set_node(name, old, new, caller)
-        except PbsError as err:  # (`refuse_if_stopped`'s, the one it raises)
-            raise QmgrError(err.code, err.message, obj_type="node", obj_name=name) from None
+    def _asked(self, event: str, caller: Caller, name: str, objects: dict[str, Any],
+               obj_type: str = "node") -> Generator[_Ask, Outcome | None, Outcome]:
+        """`event`'s outcome for object `name`, asked of the driver (`Engine._drive`), with
+        the command's `caller` as event.requestor (PBS's: the user who ran qmgr). One the
+        server's stop gave up (None: its chain given up while it waited, or `stopped`) is
+        the command's refusal, 15010 (the server is stopping), never the hook's error."""
+        outcome = yield event, caller, objects
+        if outcome is None or stopped(outcome, self.engine.stopping):
+            raise QmgrError(PBSE_SYSTEM, STOPPING, obj_type=obj_type, obj_name=name)
+        return outcome
 
     # -- where objects live -----------------------------------------------------------------------
     def objects(self, obj_type: str) -> dict[str, dict[str, Any]]:
@@ -376,8 +428,10 @@ class Manager:
         return QmgrError(qmgr.PBSE_IVALREQ, f"no {obj_type} name given", obj_type=obj_type)
 
     # -- create, delete, set, unset ---------------------------------------------------------------
-    def _create(self, caller: Caller, cmd: qmgr.Command, name: str,
-                objects: dict[str, dict[str, Any]], defs: dict[str, qmgr.AttrDef]) -> None:
+    def _create(self, cmd: qmgr.Command, name: str, objects: dict[str, dict[str, Any]],
+                defs: dict[str, qmgr.AttrDef]) -> dict[str, Any]:
+        """What `create` stores of object `name` (written here unless it is a vnode: its
+        hooks judge it first)."""
         eng = self.engine
         if name in objects:
             code = {"queue": qmgr.PBSE_QUEEXIST, "node": qmgr.PBSE_NODEEXIST,
@@ -408,14 +462,14 @@ class Manager:
                                {"sched_priv", "sched_log"} if cmd.obj_type == "sched" else set())
         self._check_queue_type(cmd, name, {}, new)
         if cmd.obj_type == "node":
-            self._set_node(caller, name, {}, new)
-            return
+            return new
         if cmd.obj_type == "sched":
             partitions.make_directories(new)
             self._validate_directories(name, new)
             new.pop("state", None)  # live, from the scheduler's process
         with eng.store.transaction() as st:
             st.put(cmd.obj_type, name, new)
+        return new
 
     def _delete(self, obj_type: str, name: str, attrs: dict[str, Any]) -> None:
         eng = self.engine
@@ -454,8 +508,20 @@ class Manager:
                    for attrs in objects for value in attrs.values()) or any(
             name in (attrs.get("Resource_List") or {}) for attrs in jobs.values())
 
-    def _change(self, caller: Caller, cmd: qmgr.Command, name: str, attrs: dict[str, Any],
-                defs: dict[str, qmgr.AttrDef]) -> None:
+    def _node_change(self, cmd: qmgr.Command, name: str, objects: dict[str, dict[str, Any]],
+                     defs: dict[str, qmgr.AttrDef]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Vnode `name`'s stored row and what the command (create, set, unset) makes of it,
+        checked, from `objects` (`objects("node")`); nothing written."""
+        if cmd.verb == "create":
+            return {}, self._create(cmd, name, objects, defs)
+        if name not in objects:  # (deleted meanwhile)
+            raise self._unknown("node", name)
+        return self._change(cmd, name, objects[name], defs)
+
+    def _change(self, cmd: qmgr.Command, name: str, attrs: dict[str, Any],
+                defs: dict[str, qmgr.AttrDef]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The set or unset of object `name`, written unless it is a vnode; its row as it
+        was and as it is now (a vnode's: as the command makes it)."""
         eng = self.engine
         if cmd.obj_type == "sched" and name == "default":
             partitions.check_sched(name, {op.name for op in cmd.attrs}, attrs,
@@ -476,8 +542,8 @@ class Manager:
             states = set(str(keep.get("state", "free")).split(",")) - {
                 "job-busy", "job-exclusive", "resv-exclusive", "free", ""}
             keep["state"] = ",".join(sorted(states)) or "free"
-            self._set_node(caller, name, stored, keep)
-        elif cmd.obj_type == "server" or (cmd.obj_type == "sched" and name == "default"):
+            return stored, keep
+        if cmd.obj_type == "server" or (cmd.obj_type == "sched" and name == "default"):
             server = eng.store.get("server", "server") or {}
             with eng.store.transaction() as st:
                 if cmd.obj_type == "sched":
@@ -505,6 +571,7 @@ class Manager:
                 new.pop("resources_assigned", None)
             with eng.store.transaction() as st:
                 st.put(cmd.obj_type, name, new)
+        return attrs, new
 
     def _validate_directories(self, name: str, attrs: dict[str, Any]) -> None:
         """A scheduler about to schedule must have good sched_priv and sched_log; if not,

@@ -254,6 +254,13 @@ class LaterAnswer:
     def __init__(self) -> None:
         self.results: list[dict[str, Any]] = []
         self.missing = 0
+        #: A request's whole answer, when it is not `results` (a qmgr's: `_Asking`), or the
+        #: error it is answered with instead.
+        self.value: Any = None
+        self.error: PbsError | None = None
+
+    def result(self) -> Any:
+        return self.results if self.value is None else self.value
 
     def fill(self, results: list[dict[str, Any]], error: PbsError | None) -> None:
         """A chain this answer waits for is over: its `results` told its `error`, unless
@@ -262,6 +269,25 @@ class LaterAnswer:
             for result in results:
                 result.setdefault("error", error.to_dict())
         self.missing -= 1
+
+
+class _Asking:
+    """A request whose hooks run while the server serves (a qmgr command's, `Engine._drive`:
+    a hook may ask the server for something meanwhile): `steps`, the request's generator,
+    asks for one event's outcome at a time; `pending` is the chain of `event` it waits for,
+    stepped by `Engine._poll_asking`, and `later` its answer."""
+
+    def __init__(self, event: str, pending: Pending, steps: RequestSteps, later: LaterAnswer):
+        self.event = event
+        self.pending = pending
+        self.steps = steps
+        self.later = later
+
+
+#: A request that asks for its hooks' outcomes as it goes (`Engine._drive`): it yields an
+#: event's (type, caller, objects) and is sent its `Outcome`, or None when the server's stop
+#: gave its hooks up; it returns the request's answer.
+RequestSteps = typing.Generator[tuple[str, "Caller", dict[str, Any]], "Outcome | None", Any]
 
 
 class _Waits(Exception):
@@ -430,6 +456,8 @@ class Engine:
         #: Whether a request may be answered later (`LaterAnswer`): the socket server's
         #: loop does that; a caller in this process (tests, adapters) gets its answer at once.
         self.defer_answers = False
+        #: Requests waiting for a hook chain that runs while the server serves (`_drive`).
+        self.asking: list[_Asking] = []
         #: Running jobs whose handling in the poll failed, and why (logged once a reason).
         self._poll_failed: dict[str, str] = {}
         #: The running jobs' use as their shepherds last sampled it (`_read_usage`).
@@ -2765,18 +2793,32 @@ class Engine:
         server's own change). A client's change whose hook the server's stop gave up is
         refused (`refuse_if_stopped`), nothing of it made; the server's own change is made,
         its hook not judged."""
+        outcome = self._event("modifyvnode", caller, **self.modifyvnode_objects(name, old, new))
+        attrs = self.vnode_judged(name, new, outcome, caller)
+        with self.store.transaction() as st:
+            st.put("node", name, attrs)
+        self.vnode_written(name)
+
+    def modifyvnode_objects(self, name: str, old: dict[str, Any], new: dict[str, Any]
+                            ) -> dict[str, Any]:
+        """modifyvnode's objects for vnode `name`'s change from `old` to `new` (its
+        last_state_change_time set in `new` when its state changes)."""
         if new.get("state") != old.get("state"):
             new["last_state_change_time"] = int(self.clock())
-        outcome = self._event("modifyvnode", caller, vnode=Vnode(name, new),
-                              vnode_o=Vnode(name, old))
+        return {"vnode": Vnode(name, new), "vnode_o": Vnode(name, old)}
+
+    def vnode_judged(self, name: str, new: dict[str, Any], outcome: Outcome,
+                     caller: Caller | None) -> dict[str, Any]:
+        """What is stored of vnode `name` after its modifyvnode `outcome` (`_set_node`)."""
         if caller is not None:
             refuse_if_stopped(outcome, self.stopping, name)
         if not outcome.accepted and not stopped(outcome, self.stopping):
             self.log(LOG_ADMIN, "Node", name, f"modifyvnode hook rejected: {outcome.message}")
         attrs = self._after_hooks(new, outcome, "vnode")
         attrs.pop("name", None)
-        with self.store.transaction() as st:
-            st.put("node", name, attrs)
+        return attrs
+
+    def vnode_written(self, name: str) -> None:
         self._seen_states.pop(name, None)
         self.want_cycle = True
 
@@ -2790,8 +2832,67 @@ class Engine:
 
     def req_qmgr(self, caller: Caller, text: str, one: bool = False) -> dict[str, Any]:
         """qmgr text (`one`: a ``qmgr -c`` command): ``{"output", "errors", "code",
-        "status"}`` (see `manager`)."""
-        return self.manager.run(caller, text, one)
+        "status"}`` (see `manager`). Its hooks run while the server serves (`_drive`)."""
+        return self._drive(self.manager.steps(caller, text, one), defer=self.defer_answers)
+
+    def _drive(self, steps: RequestSteps, later: LaterAnswer | None = None,
+               sent: Outcome | None = None, defer: bool = True) -> Any:
+        """A request whose hooks are asked for as it goes (`RequestSteps`), taken on from
+        `sent`: each event's chain fired in turn, its outcome sent back, and the request's
+        answer returned. With `defer` (the socket server's loop answers later) a chain
+        that does not end at once leaves the request waiting (`asking`, its `LaterAnswer`
+        returned), so that the server serves meanwhile: a hook that asks the server for
+        something (a qstat, a qsub, a pbsnodes) is answered, where it waited for the hook's
+        alarm, the server's one thread held by the hook. `_poll_asking` takes it on."""
+        while True:
+            try:
+                event, caller, objects = steps.send(sent)
+            except StopIteration as done:
+                if later is None:
+                    return done.value
+                later.value, later.missing = done.value, 0
+                return later
+            if not defer:
+                sent = self._event(event, caller, **objects)
+                continue
+            started = self._event(event, caller, start=True, **objects)
+            if isinstance(started, Outcome):
+                sent = started
+                continue
+            later = later or LaterAnswer()
+            later.missing = 1
+            self.asking.append(_Asking(event, started, steps, later))
+            return later
+
+    def _poll_asking(self) -> None:
+        """Each request's chain (`asking`) taken a step on; one that is over takes its
+        request on (`_drive`), which may wait for its next chain or be answered."""
+        for asking in list(self.asking):
+            outcome = self._stepped(asking.event, asking.pending)
+            if outcome is None:
+                continue
+            self.asking.remove(asking)
+            self._resume(asking, outcome)
+
+    def _resume(self, asking: _Asking, outcome: Outcome | None) -> None:
+        """`asking`'s request taken on with `outcome`; None: its chain was given up for the
+        server's stop, and so is each chain it asks for after (`stop_chains`). A failure
+        (a full disk) is its answer, as a request's in the loop is, and logged."""
+        try:
+            if outcome is not None:
+                self._drive(asking.steps, asking.later, outcome)
+                return
+            while True:
+                asking.steps.send(None)
+        except StopIteration as done:
+            asking.later.value, asking.later.missing = done.value, 0
+        except PbsError as err:
+            asking.later.error, asking.later.missing = err, 0
+        except Exception as exc:  # noqa: BLE001 - answered as the loop answers a failure
+            self.log(LOG_ERROR, "Server", self.host, f"a request waiting for its "
+                     f"{asking.event} hooks failed: {type(exc).__name__}: {exc}")
+            asking.later.error = PbsError(PBSE_SYSTEM, f"System error: {exc}")
+            asking.later.missing = 0
 
     def req_resv_submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:
         return self.resvs.submit(caller, attrs)
@@ -3316,30 +3417,33 @@ class Engine:
             return False
         return True
 
+    def _stepped(self, event: str, pending: Pending) -> Outcome | None:
+        """`event`'s started chain taken a step on: its outcome, logged, once it is over;
+        None while it runs, or when the runner gave its hook up for the server's stop (a
+        SIGTERM lands anywhere in the loop): the stop's rule, `stop_chains` (a qdel waiting
+        refused, the job runs on; a prologue's job requeued at the next start; a qmgr
+        refused), never "the hook failed". A chain that was over just then goes on as any
+        other."""
+        if not pending.ready():
+            return None
+        values.use_resources(self.resource_types())
+        try:
+            outcome = pending.step()
+        except Exception as exc:  # noqa: BLE001 - as in _event
+            pending.cancel()
+            return self._hooks_failed(event, exc)
+        if outcome is None or stopped(outcome, self.stopping):
+            return None
+        return self._logged(outcome)
+
     def _poll_chains(self) -> None:
         """Each started chain (`chains`) taken a step on; the job of one that is over goes
         on (`_Chain.done`: `_prologue_done`, `_end_event_done`), its attributes read again
         there: requests may have changed them meanwhile."""
         for job_id, chain in list(self.chains.items()):
-            if not chain.pending.ready():
+            outcome = self._stepped(chain.event, chain.pending)
+            if outcome is None:
                 continue
-            values.use_resources(self.resource_types())
-            try:
-                outcome = chain.pending.step()
-            except Exception as exc:  # noqa: BLE001 - as in _event
-                chain.pending.cancel()
-                outcome = self._hooks_failed(chain.event, exc)
-            else:
-                if outcome is None:
-                    continue
-                if stopped(outcome, self.stopping):
-                    # The server's stop came as the chain stepped (a SIGTERM lands anywhere
-                    # in the loop) and the runner gave its hook up for it: the stop's rule,
-                    # `stop_chains` (a qdel waiting refused, the job runs on; a prologue's
-                    # job requeued at the next start), never "the hook failed". A chain
-                    # that was over just then goes on as any other.
-                    continue
-                outcome = self._logged(outcome)
             del self.chains[job_id]
             try:
                 chain.done(outcome)
@@ -3850,6 +3954,7 @@ class Engine:
         self._poll_deletes_again()
         self._poll_unwritten()
         self._poll_chains()
+        self._poll_asking()
         if time.monotonic() - self._site_checked >= SITE_CHECK_INTERVAL:
             self.reload_site()
         now = self.clock()
@@ -4377,8 +4482,9 @@ class Engine:
         self._sweep_due = 0.0
 
     def _hook_pids(self) -> frozenset[int]:
-        """The processes of the started hook chains (`chains`) waited for now."""
-        return frozenset(c.pending.pid for c in self.chains.values() if c.pending.pid)
+        """The processes of the started hook chains (`chains`, `asking`) waited for now."""
+        pendings = [c.pending for c in self.chains.values()] + [a.pending for a in self.asking]
+        return frozenset(p.pid for p in pendings if p.pid)
 
     def stop_chains(self) -> None:
         """The started chains stopped (their hooks' process groups killed), as the server
@@ -4392,7 +4498,14 @@ class Engine:
         (`_poll_deletes_again`), and the qdels waiting are told so; they were told "not
         deleted" while the array's deletion stood, and the subjob ran on to its end. The
         socket server calls this before it answers the requests still waiting (their
-        answers are these), and `close` again (nothing left then)."""
+        answers are these), and `close` again (nothing left then). A request waiting for
+        its hooks (`asking`: a qmgr's) is refused as its hooks' stop refuses it
+        (`STOPPING`), nothing of it written; every later chain it asks for is given up so."""
+        for asking in self.asking:
+            asking.pending.cancel()
+        asking_list, self.asking = self.asking, []
+        for asking in asking_list:
+            self._resume(asking, None)
         for job_id in list(self.chains):
             chain = self.chains.pop(job_id)
             chain.pending.cancel()

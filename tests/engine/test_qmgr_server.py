@@ -3,8 +3,11 @@ management event, and job dependencies."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
+from .conftest import PBSPLUG, until
 from .test_server import plugin
 
 
@@ -442,3 +445,114 @@ def test_an_attribute_of_the_other_queue_type_is_refused(engine):
     assert (done.returncode, done.stdout, done.stderr) == (
         15026 % 256, "", "qmgr obj=un svr=default: Warning: type of queue un incompatible "
                          "with attribute kill_delay\nqmgr: Error (15026) returned from server\n")
+
+
+def test_a_modifyvnode_hook_may_ask_the_server_to_write_while_it_runs(dists, make_engine):
+    """A qmgr command's modifyvnode hook that sends the server a request which writes (a
+    qsub, through the socket) has it answered while it runs: the server serves while the
+    hook runs, nothing held for it. (It waited for the hook's alarm, which killed it.)"""
+    site = plugin(dists, "asks", """
+        import os
+        from pathlib import Path
+        from pbsplug.engine.client import Client
+        from pbsplug.engine.home import Home
+
+        @hookimpl
+        def modifyvnode(event):
+            job = Client(Home(Path(os.environ["PBSPLUG_HOME"])), timeout=600)(
+                "submit", attrs={"Hold_Types": "u"}, argv=["/bin/true"])
+            with open(os.path.join(os.environ["PBSPLUG_HOME"], "asked"), "a") as out:
+                out.write(f"{event.vnode.name} {job}\\n")
+        """, ("modifyvnode",), alarm=5)
+    engine = make_engine(site)
+    done = qmgr(engine, "create node extra")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert (engine.root / "asked").exists(), engine.log()
+    [line] = (engine.root / "asked").read_text().splitlines()
+    name, job_id = line.split()
+    assert name == "extra"
+    assert engine.job(job_id)["job_state"] == "H"
+    assert "extra" in engine.nodes()
+
+
+def test_a_command_refused_for_one_node_runs_no_modifyvnode_hook_and_changes_none(
+        dists, make_engine):
+    """``set node a,b``, refused at b (its management hook rejects): the whole command is
+    refused with the hook's text, a's row is as it was, and no modifyvnode hook ran for
+    a: every hook of the command is judged before any vnode's change is told."""
+    site = plugin(dists, "guard", """
+        @hookimpl
+        def management(event):
+            if event.management["cmd"] == "set" and event.management["objname"] == "b":
+                event.reject("b is protected")
+        """, ("management",)) + plugin(dists, "told", """
+        import os
+
+        @hookimpl
+        def modifyvnode(event):
+            with open(os.path.join(os.environ["PBSPLUG_HOME"], "told"), "a") as out:
+                out.write(event.vnode.name + "\\n")
+        """, ("modifyvnode",))
+    engine = make_engine(site)
+    assert qmgr(engine, "create node a ; create node b", stdin=True).returncode == 0
+    (engine.root / "told").unlink()
+    done = qmgr(engine, "set node a,b comment = both")
+    assert done.stderr.splitlines() == ["qmgr obj=b svr=default: b is protected",
+                                        "qmgr: hook error returned from server"]
+    assert done.returncode == 15136 % 256
+    assert "comment" not in engine.nodes()["a"]
+    assert not (engine.root / "told").exists()
+
+
+def test_a_vnode_changed_while_the_commands_hooks_ran_refuses_the_command(dists, make_engine):
+    """The hooks judged the vnode as it was; another request changed it meanwhile (here
+    the hook's own pbsnodes -C): the command is refused, nothing of it written, the other
+    change kept."""
+    site = plugin(dists, "meddles", """
+        import os
+        from pathlib import Path
+        from pbsplug.engine.client import Client
+        from pbsplug.engine.home import Home
+
+        @hookimpl
+        def modifyvnode(event):
+            if event.vnode.comment == "by qmgr":
+                Client(Home(Path(os.environ["PBSPLUG_HOME"])), timeout=600)(
+                    "node_state", names=[event.vnode.name], comment="by the hook")
+        """, ("modifyvnode",))
+    engine = make_engine(site)
+    assert qmgr(engine, "create node a").returncode == 0
+    done = qmgr(engine, "set node a comment = 'by qmgr', resources_available.mem = 3gb")
+    assert done.stderr.splitlines() == [
+        "qmgr obj=a svr=default: System error: vnode a changed while the command's hooks "
+        "ran; nothing of the command is done, run it again",
+        "qmgr: Error (15010) returned from server"]
+    node = engine.nodes()["a"]
+    assert node["comment"] == "by the hook"
+    assert "mem" not in node.get("resources_available", {})
+
+
+def test_a_server_stopped_while_a_qmgr_commands_hook_runs_refuses_the_command(
+        dists, make_engine, engine_root):
+    """The command waits for its hook while the server serves; the server's stop gives the
+    hook up and answers the command as refused for the stop (15010), nothing of it made."""
+    site = plugin(dists, "slow", f"""
+        import select
+
+        @hookimpl
+        def modifyvnode(event):
+            open({str(engine_root / "started")!r}, "w").close()
+            select.select([], [], [])  # (until the stop kills it)
+        """, ("modifyvnode",), alarm=600)
+    engine = make_engine(site)
+    command = subprocess.Popen([PBSPLUG, "qmgr", "-c", "create node late"],
+                               env=engine.env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
+    engine.stop()
+    out, err = command.communicate(timeout=60)
+    assert (command.returncode, out, err.splitlines()) == (
+        15010 % 256, "", ["qmgr obj=late svr=default: System error: the server is stopping",
+                          "qmgr: Error (15010) returned from server"])
+    engine.start()
+    assert "late" not in engine.nodes()
