@@ -80,6 +80,8 @@ _REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 408: "Request Timeo
 # A connection's states: reading its request, answered early and draining what it still
 # sends (so that it can read the error), or being written its answer.
 _READING, _DRAINING, _WRITING = "reading", "draining", "writing"
+#: The selector's mark on a hook's report pipe (`Engine.asking_fds`), registered for a wait.
+_HOOK = object()
 
 
 class _Refused(Exception):
@@ -206,7 +208,9 @@ class _Listener:
         engine = self.engine
         next_poll = time.monotonic()
         while not engine.stopping:
-            self.wait(POLL_INTERVAL)
+            if self.wait(POLL_INTERVAL):  # (a hook a parked request waits for wrote)
+                engine.poll_asking()
+                self.answer_parked()
             # Answer what is complete (up to a burst) before the bookkeeping, so that a
             # stream of qsubs shares one scheduling cycle instead of one each.
             answered, started = 0, time.monotonic()
@@ -229,15 +233,30 @@ class _Listener:
                 next_poll = time.monotonic() + POLL_INTERVAL
                 self.answer_parked()
 
-    def wait(self, timeout: float) -> None:
-        """Wait up to `timeout` for sockets to be ready, and serve them without blocking."""
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` for sockets to be ready, and serve them without blocking;
+        True when a hook that a parked request waits for wrote (`Engine.asking_fds`)."""
         if any(not self.blocked(uid) for uid in self.ready):
             timeout = 0
         now = time.monotonic()
         if self.accept_paused_until and now >= self.accept_paused_until:
             self.accept_paused_until = 0.0
             self.selector.register(self.sock, selectors.EVENT_READ)
-        for key, _ in self.selector.select(timeout):
+        hooks = []
+        for fd in self.engine.asking_fds():
+            with contextlib.suppress(OSError, ValueError, KeyError):  # (its poll steps it)
+                self.selector.register(fd, selectors.EVENT_READ, _HOOK)
+                hooks.append(fd)
+        try:
+            ready = self.selector.select(timeout)
+        finally:
+            for fd in hooks:
+                self.selector.unregister(fd)
+        hook_wrote = False
+        for key, _ in ready:
+            if key.data is _HOOK:
+                hook_wrote = True
+                continue
             if key.fileobj is self.sock:
                 try:
                     self.accept()
@@ -247,6 +266,7 @@ class _Listener:
             conn = self.conns.get(key.fd)
             if conn is not None:
                 self.serve(conn)
+        return hook_wrote
 
     def serve(self, conn: _Connection) -> None:
         """Read from or write to one connection; whatever fails in it (a bug) drops that

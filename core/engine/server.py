@@ -275,7 +275,7 @@ class _Asking:
     """A request whose hooks run while the server serves (a qmgr command's, `Engine._drive`:
     a hook may ask the server for something meanwhile): `steps`, the request's generator,
     asks for one event's outcome at a time; `pending` is the chain of `event` it waits for,
-    stepped by `Engine._poll_asking`, and `later` its answer."""
+    stepped by `Engine.poll_asking`, and `later` its answer."""
 
     def __init__(self, event: str, pending: Pending, steps: RequestSteps, later: LaterAnswer):
         self.event = event
@@ -2843,7 +2843,7 @@ class Engine:
         that does not end at once leaves the request waiting (`asking`, its `LaterAnswer`
         returned), so that the server serves meanwhile: a hook that asks the server for
         something (a qstat, a qsub, a pbsnodes) is answered, where it waited for the hook's
-        alarm, the server's one thread held by the hook. `_poll_asking` takes it on."""
+        alarm, the server's one thread held by the hook. `poll_asking` takes it on."""
         while True:
             try:
                 event, caller, objects = steps.send(sent)
@@ -2864,15 +2864,22 @@ class Engine:
             self.asking.append(_Asking(event, started, steps, later))
             return later
 
-    def _poll_asking(self) -> None:
+    def poll_asking(self) -> None:
         """Each request's chain (`asking`) taken a step on; one that is over takes its
-        request on (`_drive`), which may wait for its next chain or be answered."""
+        request on (`_drive`), which may wait for its next chain or be answered. The
+        socket server's loop also calls it as soon as a chain's hook writes (`asking_fds`),
+        not only at its polls: a command's chains follow each other without a poll's wait
+        between them."""
         for asking in list(self.asking):
             outcome = self._stepped(asking.event, asking.pending)
             if outcome is None:
                 continue
             self.asking.remove(asking)
             self._resume(asking, outcome)
+
+    def asking_fds(self) -> list[int]:
+        """The report pipes of the hooks that the requests waiting (`asking`) wait for."""
+        return [a.pending.fd for a in self.asking if a.pending.fd >= 0]
 
     def _resume(self, asking: _Asking, outcome: Outcome | None) -> None:
         """`asking`'s request taken on with `outcome`; None: its chain was given up for the
@@ -3954,7 +3961,7 @@ class Engine:
         self._poll_deletes_again()
         self._poll_unwritten()
         self._poll_chains()
-        self._poll_asking()
+        self.poll_asking()
         if time.monotonic() - self._site_checked >= SITE_CHECK_INTERVAL:
             self.reload_site()
         now = self.clock()

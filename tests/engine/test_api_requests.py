@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+from types import SimpleNamespace
 
 import pytest
 
@@ -138,7 +139,7 @@ def test_a_connection_that_fails_unexpectedly_drops_that_client_alone(tmp_path, 
         server.bind(str(tmp_path / "s.sock"))
         server.listen()
         server.setblocking(False)  # (as `serve` makes it)
-        listener = api._Listener(object(), server)
+        listener = api._Listener(SimpleNamespace(asking_fds=list), server)  # (no hooks)
         monkeypatch.setattr(listener, "log", lambda kind, message: logged.append(message))
         bad, good = (socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2))
         with bad, good:
