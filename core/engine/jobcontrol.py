@@ -597,7 +597,10 @@ class JobControl:
         """qterm -t immediate: each running or suspended job killed (SIGKILL after its
         kill_delay, `Engine._kill`), requeued when rerunnable, and its end recorded before
         the server stops (within the longest kill_delay and a few seconds; what is left
-        then is found at the next start by the recovery rule)."""
+        then is found at the next start by the recovery rule). A kill that cannot be
+        written (a full disk) raises, sending nothing (`Engine._kill` writes first): that
+        job and those not reached yet run on, to be adopted at the next start, as after
+        ``qterm -t quick`` (`terminate` stops the server all the same)."""
         import time
 
         eng = self.engine

@@ -740,7 +740,7 @@ class Reservations:
         for job_id, job in eng.store.jobs(("R", "E")).items():
             if queue and job.get("queue") == queue and job_id in eng.launches and \
                     job_id not in ending.killed:
-                eng._kill_written_first(job_id, why)
+                eng._kill(job_id, why)
                 ending.killed.add(job_id)
         nxt = following[0]
         attrs.update(reserve_index=nxt + 1, reserve_start=starts[nxt],
@@ -991,7 +991,7 @@ class Reservations:
         resv_end, k/K record, or running job's D record or kill (`ending`, kept in memory:
         a restart in between fires and writes them again). A pbs_rdel's end that failed so
         is refused, and finished by the next poll whatever its window (`poll`). A running
-        job's kill is written before its SIGTERM (`Engine._kill_written_first`): a kill
+        job's kill is written before its SIGTERM (`Engine._kill`): a kill
         refused signals nothing, and the job ends with the reservation's end reason."""
         eng = self.engine
         # resv_end fires at the end of a reservation that began, and at a pbs_rdel of any
@@ -1029,8 +1029,7 @@ class Reservations:
                         eng.accounting.deleted(job_id, jobs_requestor)  # (its E at its end)
                         ending.deleted.add(job_id)
                     if job_id not in ending.killed:
-                        eng._kill_written_first(job_id, f"Job deleted: reservation "
-                                                         f"{resv_id} {why}")
+                        eng._kill(job_id, f"Job deleted: reservation {resv_id} {why}")
                         ending.killed.add(job_id)
                     killed = True
                 elif eng._ends_alone(job_id):  # (its processes ended: it ends when its

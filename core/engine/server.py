@@ -3913,11 +3913,21 @@ class Engine:
         being killed keeps the Exit_status its first kill gave it (a limit's -29 or -28)
         unless it is now requeued: OpenPBS 23.06.06 ended a job qdel'ed while it was being
         killed for its walltime with Exit_status -29 and the deletion's comment, D record
-        and substate (measured). `written`: the caller wrote the kill already
-        (`_killed_runtime`, in its own transaction: a qdel's, `_kill_deleted`)."""
+        and substate (measured). The kill (`_killed_runtime`) is written before anything
+        is sent: one that cannot be written (a full disk: `StoreWriteError`) sends nothing
+        and changes nothing, so its caller may try it again (a limit at the next poll) or
+        refuse its request. Each signalled first, and a walltime kill refused left the job
+        in `kills`, never tried again: it ended without its limit's reason. `written`: the
+        caller wrote the kill already, in its own transaction (a qdel's, `_kill_deleted`)."""
         launch = self.launches.get(job_id)
         if launch is None:
             return
+        if written:
+            runtime = self.store.runtime(job_id) or {}
+        else:
+            with self.store.transaction() as st:
+                runtime = _killed_runtime(st.runtime(job_id) or {}, why, over, exit_status)
+                st.set_runtime(job_id, runtime)
         if over is not None:
             executor.tell_job(launch, over.note)
         if not executor.signal_launch(launch, signal.SIGTERM, wait=2.0) and not launch.pgid:
@@ -3928,27 +3938,9 @@ class Engine:
         executor.signal_session(launch, signal.SIGTERM)
         # A job being killed already keeps its SIGKILL's time: a qdel every second would
         # otherwise put it off for ever (past the walltime of a job that ignores SIGTERM).
-        deadline = self.clock() + self._kill_delay(job_id, self.store.runtime(job_id))
+        deadline = self.clock() + self._kill_delay(job_id, runtime)
         self.kills[job_id] = min(self.kills.get(job_id, deadline), deadline)
-        if written:
-            runtime = self.store.runtime(job_id) or {}
-        else:
-            with self.store.transaction() as st:
-                runtime = _killed_runtime(st.runtime(job_id) or {}, why, over, exit_status)
-                st.set_runtime(job_id, runtime)
         self._signal_attached(runtime, signal.SIGTERM)
-
-    def _kill_written_first(self, job_id: str, why: str) -> None:
-        """`_kill` with the kill (its end reason `why`) written before any signal, as a
-        qdel's (`_kill_deleted`): a write refused (a full disk) signals nothing, and the
-        job runs on until it is tried again. A reservation's end (`Reservations._end`,
-        `_next_occurrence`) signalled first: a job that ended of that SIGTERM before the
-        end was tried again ended with its D record but not the reservation's end reason."""
-        if job_id not in self.launches:
-            return
-        with self.store.transaction() as st:
-            st.set_runtime(job_id, _killed_runtime(st.runtime(job_id) or {}, why))
-        self._kill(job_id, why, written=True)
 
     def _signal_attached(self, runtime: dict[str, Any], sig: int) -> None:
         executor.signal_processes(list(runtime.get("attached", ())), sig)
@@ -3977,10 +3969,8 @@ class Engine:
                 self.launches.setdefault(job_id, launch)
                 if started is not None:
                     self.started.setdefault(job_id, started)
-                why = f"{type(exc).__name__}: {exc}"
-                if self._poll_failed.get(job_id) != why:  # (said once, not every poll)
-                    self._poll_failed[job_id] = why
-                    self.log(LOG_ERROR, "Job", job_id, f"handling the running job failed: {why}")
+                self._said_once(job_id, "handling the running job failed: "
+                                f"{type(exc).__name__}: {exc}")
         if time.monotonic() >= self._usage_due:
             self._usage_due = time.monotonic() + USAGE_READ_EVERY
             self._read_usage()
@@ -4012,6 +4002,13 @@ class Engine:
                 n for n, t in self.sched_next.items() if t <= now}
             if due:
                 self.cycle(due)
+
+    def _said_once(self, job_id: str, error: str) -> None:
+        """`error` logged for running job `job_id` unless it was the last one logged for it:
+        a poll tries again 20 times a second (until the job's end is seen)."""
+        if self._poll_failed.get(job_id) != error:
+            self._poll_failed[job_id] = error
+            self.log(LOG_ERROR, "Job", job_id, error)
 
     def _kill_overdue(self, now: float) -> None:
         """SIGKILL to each killed job whose kill_delay is over at `now`; SIGTERM to one
@@ -4120,8 +4117,21 @@ class Engine:
             self.control.suspended_seconds(job_id, now)
         over = lifecycle.over_limit("walltime", lifecycle.walltime_limit(attrs), elapsed)
         if over and not self._being_ended(job_id):
-            self.log(LOG_JOB, "Job", job_id, over.comment)
+            self._kill_over(job_id, over)
+
+    def _kill_over(self, job_id: str, over: lifecycle.OverLimit) -> bool:
+        """A job over its walltime or cput killed (`_kill`), then logged. False when the
+        kill cannot be written (a full disk): nothing is sent, the error is logged once,
+        and the next check tries again (`_check_walltime` at the next poll, `_read_usage`
+        at its next read)."""
+        try:
             self._kill(job_id, over.comment, over)
+        except StoreWriteError as exc:
+            self._said_once(job_id, f"its {over.resource} kill is not written yet: "
+                            f"{exc.message}; tried again at the next check")
+            return False
+        self.log(LOG_JOB, "Job", job_id, over.comment)
+        return True
 
     def _being_ended(self, job_id: str) -> bool:
         """Whether the job's run is being ended already (a qdel, a qrerun, a limit): a limit
@@ -4144,10 +4154,11 @@ class Engine:
             used, seen = executor.Usage.read(launch.status_file, self._usage_seen.get(job_id))
             if seen is not None:
                 self._usage_seen[job_id] = seen
-            if used is None or used == self.usage.get(job_id):
+            if used is None:
                 continue
-            self.usage[job_id] = used
-            self._usage_unsaved.add(job_id)
+            if used != self.usage.get(job_id):
+                self.usage[job_id] = used
+                self._usage_unsaved.add(job_id)
             if job_id in self.kills:
                 continue
             attrs = self.store.job(job_id, lean=True) or {}
@@ -4158,8 +4169,8 @@ class Engine:
                 self.log(LOG_ERROR, "Job", job_id, f"its cput is not enforced: {exc}")
                 continue
             if over and not self._being_ended(job_id):
-                self.log(LOG_JOB, "Job", job_id, over.comment)
-                self._kill(job_id, over.comment, over)
+                if not self._kill_over(job_id, over):  # (its sample read again next time)
+                    self._usage_seen.pop(job_id, None)
         if self._usage_unsaved and time.monotonic() >= self._usage_save_due:
             self._usage_save_due = time.monotonic() + USAGE_SAVE_EVERY
             unsaved = {j: self.usage[j] for j in self._usage_unsaved if j in self.usage}

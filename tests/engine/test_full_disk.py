@@ -375,31 +375,51 @@ def test_the_server_log_counts_lines_it_cannot_write(tmp_path):
     log.close()
 
 
-def test_a_job_past_its_walltime_is_killed_on_a_full_disk(small_home):
+def test_a_job_past_its_walltime_is_killed_on_a_full_disk(small_home, pbsplug_plugins,
+                                                           monkeypatch):
     """The server leaves PBS's walltime note for the job's shepherd in a file of its home:
     on a full disk that write raised, before the job was signalled, in every poll (each
     one failed there, 20 a second): the job ran on past its walltime, and no other job's end
-    or limit was looked at. The note is lost now; the job is killed all the same."""
-    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # jobs' output off the tmpfs
-    work.chmod(0o777)
-    engine = LocalEngine(small_home)
-    engine.work = work
-    engine.start()
+    or limit was looked at. The note is lost now; the job is killed all the same. Its kill
+    is written before the note (one that cannot be written sends nothing: the next test),
+    so the disk is made full after that write: the job ended Exit_status 271 when the kill
+    came first and its write failed."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records, poll_until
+    from .owner_hooks import gone
+
+    now = [time.time()]
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
     try:
-        running = engine.submit(f"echo $$ > {work}/pid\nexec sleep 300\n",
-                                Resource_List={"walltime": "00:00:02"})
-        pid = int(until(lambda: _holds(work / "pid", "\n") and (work / "pid").read_text(),
-                        timeout=PATIENCE, what="the job to start"))
-        _fill(small_home / "fill")
-        until(lambda: not Path(f"/proc/{pid}").exists(), timeout=PATIENCE,
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Resource_List": {"walltime": "00:01:00"}},
+                                "exec sleep 300\n")
+        poll_until(eng, lambda: job_id in eng.launches, "the job to run")
+        pid = until(eng.launches[job_id].resolve, timeout=PATIENCE,
+                    what="the job's process group to be recorded")
+        real = executor.tell_job
+        told: list[bool] = []
+
+        def full_first(launch, note):  # (the disk full as the note is left)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+            told.append(real(launch, note))
+            return told[-1]
+
+        monkeypatch.setattr(executor, "tell_job", full_first)
+        now[0] += 120  # (past its walltime)
+        eng.poll()
+        assert told == [False], "the note was left on a full disk"
+        assert job_id in eng.kills
+        until(lambda: gone(pid), timeout=PATIENCE,
               what="the job to be killed for its walltime on the full disk")
         (small_home / "fill").unlink()  # room again
-        attrs = until(lambda: (a := engine.job(running))["job_state"] == "F" and a,
-                      timeout=PATIENCE, what="the job's end recorded once there is room")
-        assert attrs["Exit_status"] in (-29, 271), attrs  # (-29 unless its record failed too)
+        poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+        assert eng.store.job(job_id)["Exit_status"] == -29
+        assert accounting_records(eng).count(f";E;{job_id};") == 1
     finally:
-        engine.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        eng.runner.reap()
+        eng.close()
 
 
 def test_an_end_after_pbsuser_end_hooks_is_recorded_once_there_is_room(small_home, dists):
@@ -1823,3 +1843,166 @@ def test_end_hooks_whose_end_could_not_be_written_do_not_run_again_at_the_next_q
         eng.runner.reap()
         eng.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _running_on_a_full_disk(eng, small_home, job_attrs: dict) -> tuple[str, int]:
+    """A job (`exec sleep 300`, with `job_attrs`) running under `eng`, then the disk full,
+    the database too: its id and process group."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    from .conftest import poll_until
+
+    root = Caller(0, ROLE_MANAGER)
+    job_id = eng.req_submit(root, job_attrs, "exec sleep 300\n")
+    poll_until(eng, lambda: job_id in eng.launches, "the job to run")
+    pid = until(eng.launches[job_id].resolve, timeout=PATIENCE,
+                what="the job's process group to be recorded")
+    _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+    return job_id, pid
+
+
+def _not_killed(eng, job_id: str, pid: int) -> None:
+    """Nothing of a kill: no SIGTERM (the job runs on), no SIGKILL due, no end reason."""
+    from .owner_hooks import gone
+
+    assert job_id not in eng.kills, "the job was signalled before its kill was written"
+    assert not gone(pid), "the job was signalled before its kill was written"
+    assert (eng.store.runtime(job_id) or {}).get("end_reason") is None
+    assert eng.store.job(job_id)["job_state"] == "R"
+
+
+def _refused_then_killed(eng, small_home: Path, said: list[str], job_id: str, pid: int,
+                         limit: str, exit_status: int) -> None:
+    """A job's `limit` kill refused (nothing sent, said once in the log, the kill not
+    logged), then, room made, the job killed for its limit: its comment, `exit_status`,
+    one E record."""
+    from .conftest import accounting_records, poll_until
+
+    _not_killed(eng, job_id, pid)
+    assert [s for s in said if f"{limit} kill is not written yet" in s] == [
+        f"{job_id};its {limit} kill is not written yet: System error: database or disk is "
+        "full; tried again at the next check"], said
+    assert not [s for s in said if f"job killed: {limit}" in s], said
+    (small_home / "fill").unlink()  # room again
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+    attrs = eng.store.job(job_id)
+    assert attrs["Exit_status"] == exit_status, attrs
+    assert attrs["comment"].startswith(f"job killed: {limit} "), attrs
+    assert accounting_records(eng).count(f";E;{job_id};") == 1
+
+
+def test_a_walltime_kill_that_cannot_be_written_is_tried_again_at_the_next_poll(
+        small_home, pbsplug_plugins, monkeypatch):
+    """A job past its walltime was sent its SIGTERM, and put in `kills`, before its kill
+    (its end reason, -29) was written: on a full disk that write failed, and the walltime
+    check, which passes over a job in `kills`, never tried again; the job ended of the
+    signal without its walltime's reason (Exit_status 271). The kill is written first now:
+    refused, it sends nothing (said once in the log), and the next poll tries again, so
+    once there is room the job ends killed for its walltime, -29, one E record."""
+    from pbsplug.engine.server import Engine
+
+
+    now = [time.time()]
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
+    try:
+        job_id, pid = _running_on_a_full_disk(
+            eng, small_home, {"Resource_List": {"walltime": "00:01:00"}})
+        said = _logged(eng, monkeypatch)
+        now[0] += 120  # (past its walltime)
+        eng.poll()
+        eng.poll()
+        _refused_then_killed(eng, small_home, said, job_id, pid, "walltime", -29)
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
+def test_a_cput_kill_that_cannot_be_written_is_tried_again_at_the_next_read(
+        small_home, pbsplug_plugins, monkeypatch):
+    """As a walltime kill: a job whose processes together passed its cput was signalled
+    before its kill was written, and the write refused on a full disk failed the whole
+    poll. Written first now: refused, the job runs on, and the sample is read again until
+    the kill is written: once there is room the job ends with -28, one E record."""
+    import sys
+
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import poll_until
+
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        burn = (f"{sys.executable} -c 'import time\nt = time.process_time()\n"
+                "while time.process_time() - t < 1.5: pass'")
+        job_id = eng.req_submit(root, {"Resource_List": {"cput": "00:00:02"}},
+                                f"{burn}\n{burn}\nexec sleep 300\n")
+        poll_until(eng, lambda: job_id in eng.launches, "the job to run")
+        pid = until(eng.launches[job_id].resolve, timeout=PATIENCE,
+                    what="the job's process group to be recorded")
+        real = executor.Usage.read
+        filled: list[bool] = []
+
+        def full_once_over(status_file, seen=None):  # (the disk full as the sample is read)
+            used, stamp = real(status_file, seen)
+            if used is not None and used.cput > 2 and not filled:
+                _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+                filled.append(True)
+            return used, stamp
+
+        monkeypatch.setattr(executor.Usage, "read", full_once_over)
+        said = _logged(eng, monkeypatch)
+        poll_until(eng, lambda: filled, "a sample past the job's cput")
+        _refused_then_killed(eng, small_home, said, job_id, pid, "cput", -28)
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
+def test_a_qrerun_whose_kill_cannot_be_written_is_refused_and_its_retry_works(
+        small_home, pbsplug_plugins):
+    """A qrerun signalled the job before it wrote the kill (its requeue): refused for a
+    full disk (15010), its job got the SIGTERM all the same and ended of it, finished
+    where it was to be requeued. Written first now: the qrerun refused does nothing, the
+    job runs on, and a qrerun once there is room requeues it (one R record) to run again."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records, poll_until
+
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id, pid = _running_on_a_full_disk(eng, small_home, {})
+        with pytest.raises(PbsError) as refused:
+            eng.req_rerun(root, [job_id])
+        assert refused.value.code == PBSE_SYSTEM, refused.value
+        _not_killed(eng, job_id, pid)
+        (small_home / "fill").unlink()  # room again
+        eng.req_rerun(root, [job_id])
+        poll_until(eng, lambda: eng.store.job(job_id)["run_count"] == 2,
+                   "the job requeued and run again")
+        assert accounting_records(eng).count(f";R;{job_id};") == 1
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
+def test_a_qterm_immediate_whose_kill_cannot_be_written_leaves_the_job_running(
+        small_home, pbsplug_plugins):
+    """qterm -t immediate on a full disk: its first kill that cannot be written fails the
+    request (15010) and the server stops all the same (test_poll). That job was sent its
+    SIGTERM first, nothing written: it died with the server's stop, to be found ended, not
+    requeued. Now it is sent nothing and runs on, for the next start to adopt, as after
+    ``qterm -t quick``."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        job_id, pid = _running_on_a_full_disk(eng, small_home, {})
+        with pytest.raises(PbsError) as refused:
+            eng.control.terminate(Caller(0, ROLE_MANAGER), "immediate")
+        assert refused.value.code == PBSE_SYSTEM, refused.value
+        assert eng.stopping
+        _not_killed(eng, job_id, pid)
+    finally:
+        eng.runner.reap()
+        eng.close()
