@@ -2093,6 +2093,7 @@ class Engine:
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, None)
+        self._forget_run(job_id)
         self.log(LOG_JOB, "Job", job_id, comment)
         if requestor is not None:
             self.accounting.deleted(job_id, requestor)
@@ -3774,6 +3775,13 @@ class Engine:
                                                                 comment=comment),
                               "R", "job requeue")
 
+    def _forget_run(self, job_id: str) -> None:
+        """What this server remembers in memory of the run that is over (`ends_run`,
+        `aborts_run`): a later run of the same job, after a requeue (a qrerun of its array,
+        a failed start), must run its own end and abort hooks."""
+        self.ends_run.pop(job_id, None)
+        self.aborts_run.discard(job_id)
+
     def _requeue(self, job_id: str, attrs: dict[str, Any], comment: str,
                  record: bool = True) -> None:
         """The run is over and the job goes back to its queue: its next run starts clean,
@@ -3789,6 +3797,7 @@ class Engine:
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, _submitted_runtime(st.runtime(job_id)))
+        self._forget_run(job_id)
         self.launches.pop(job_id, None)
         self.log(LOG_JOB, "Job", job_id, attrs["comment"])
         self._remove_run_files(job_id)
@@ -4446,7 +4455,7 @@ class Engine:
                 if node is not None:
                     node["last_used_time"] = now
                     st.put("node", name, node)
-        self.ends_run.pop(job_id, None)
+        self._forget_run(job_id)
         self.log(LOG_JOB_USAGE, "Job", job_id, f"Exit_status={ended.exit_status} "
                  + " ".join(f"resources_used.{k}={v}"
                             for k, v in (attrs.get("resources_used") or {}).items()))

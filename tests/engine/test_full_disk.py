@@ -2006,3 +2006,46 @@ def test_a_qterm_immediate_whose_kill_cannot_be_written_leaves_the_job_running(
     finally:
         eng.runner.reap()
         eng.close()
+
+
+@pytest.mark.parametrize("over_by", ["drop", "requeue"])
+def test_what_a_run_left_in_memory_goes_with_the_run(small_home, pbsplug_plugins,
+                                                      register_plugin, monkeypatch, over_by):
+    """A start hook's job.delete() on a full disk: the end hooks ran, the end is kept
+    (`ends_run`). Once there is room, the run is over by another way before the kept end is
+    tried again: its reservation's end drops it (`_drop`), or it is requeued (`_requeue`,
+    as a qrerun of its array does). What this server kept of that run went on: a later run
+    of the job would have ended as the old one's hooks left it, its own end hooks not run."""
+    from pbsplug import PluginInfo, hookimpl
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    class Deletes:
+        plugin_info = PluginInfo(events=("execjob_begin",))
+
+        @hookimpl
+        def execjob_begin(self, event):
+            event.job.delete()
+            event.reject("not this one")
+
+    register_plugin(Deletes(), "deletes")
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
+        real = _full_after(monkeypatch, small_home, eng, eng, "_end_hooks_from")
+        eng.req_release(root, [job_id])
+        poll_until(eng, lambda: job_id in eng.unwritten, "the job's end to be kept")
+        assert job_id in eng.ends_run
+        monkeypatch.setattr(eng, "_end_hooks_from", real)
+        (small_home / "fill").unlink()  # room again, the kept end not tried yet
+        attrs = eng.store.job(job_id)
+        if over_by == "drop":
+            eng._drop(job_id, attrs, "its reservation ended", requestor="root@server")
+        else:
+            eng._requeue(job_id, attrs, "Job requeued")
+        assert job_id not in eng.ends_run and job_id not in eng.aborts_run
+    finally:
+        eng.runner.reap()
+        eng.close()
