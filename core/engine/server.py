@@ -10,6 +10,7 @@ fork for hooks safely.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import errno
 import functools
@@ -423,6 +424,10 @@ class Engine:
         self.sched_next: dict[str, float] = {}
         self.launches: dict[str, executor.Launch] = {}
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
+        #: Running jobs killed over their walltime or cput whose kill (its end reason and
+        #: Exit_status) could not be written (a full disk): written at a later poll, or
+        #: as the job's end is (`_write_limit_kill`); the limit is enforced all the same.
+        self.limit_kills: dict[str, dict[str, Any]] = {}
         # Jobs killed before their shepherd recorded their group: their SIGTERM goes at the
         # first poll that finds the record (`_kill_overdue`).
         self.terms_due: set[str] = set()
@@ -1842,12 +1847,14 @@ class Engine:
         before the kill's store write, so a qdel refused for a full disk (15010) logged
         and wrote them, and its retry again (two D records for one deletion), the job
         signalled by a refused qdel. Each qdel that is not refused writes its own, as
-        PBS's server does (a qdel again, below kill_delay)."""
+        PBS's server does (a qdel again, below kill_delay). A limit's kill kept in memory
+        (`limit_kills`) is written with it, as if written first (its -29 or -28 kept)."""
         why = f"{DELETED_BY}{caller.user}@{self.host}"
         # (OpenPBS 23.06 gives an interactive job qdel ends Exit_status 0, checked)
         exit_status = 0 if attrs.get("interactive") else None
-        self._record_deletion(caller, job_id, purge, killed, kill=functools.partial(
-            _killed_runtime, why=why, exit_status=exit_status))
+        self._record_deletion(caller, job_id, purge, killed, kill=lambda runtime: (
+            _killed_runtime(self._with_limit_kill(job_id, runtime), why,
+                            exit_status=exit_status)))
         self._kill(job_id, why, exit_status=exit_status, written=True)
         if attrs["job_state"] == "S":  # (woken, to take its SIGTERM)
             self.control.continue_killed(job_id)
@@ -3640,6 +3647,7 @@ class Engine:
             pending.cancel()  # a no-op once started or cancelled: none is left waiting
         # Tracked before it is written: its end is noticed even if the write fails.
         self.launches[job_id] = launch
+        self.limit_kills.pop(job_id, None)  # (an earlier run's, never this one's)
         self.started[job_id] = self.clock()
         self.start_pause = 0.0  # (a start that works: the next shortage's pause is short)
         with self.store.transaction() as st:
@@ -3924,19 +3932,35 @@ class Engine:
         killed for its walltime with Exit_status -29 and the deletion's comment, D record
         and substate (measured). The kill (`_killed_runtime`) is written before anything
         is sent: one that cannot be written (a full disk: `StoreWriteError`) sends nothing
-        and changes nothing, so its caller may try it again (a limit at the next poll) or
-        refuse its request. Each signalled first, and a walltime kill refused left the job
-        in `kills`, never tried again: it ended without its limit's reason. `written`: the
-        caller wrote the kill already, in its own transaction (a qdel's, `_kill_deleted`)."""
+        and changes nothing, so its caller may refuse its request (a qrerun). A limit's is
+        the exception: as PBS's MoM enforces a limit on its host whatever its server can
+        write, the job is killed all the same, its kill kept in memory (`limit_kills`) and
+        written later (`_write_limit_kill`). Each signalled first, and a walltime kill
+        refused left the job in `kills`, never tried again: it ended without its limit's
+        reason. `written`: the caller wrote the kill already, in its own transaction (a
+        qdel's, `_kill_deleted`), a limit's kept in memory with it (`_with_limit_kill`)."""
         launch = self.launches.get(job_id)
         if launch is None:
             return
         if written:
             runtime = self.store.runtime(job_id) or {}
+            self.limit_kills.pop(job_id, None)
         else:
-            with self.store.transaction() as st:
-                runtime = _killed_runtime(st.runtime(job_id) or {}, why, over, exit_status)
-                st.set_runtime(job_id, runtime)
+            try:
+                with self.store.transaction() as st:
+                    runtime = _killed_runtime(self._with_limit_kill(
+                        job_id, st.runtime(job_id) or {}), why, over, exit_status)
+                    st.set_runtime(job_id, runtime)
+            except StoreWriteError as exc:
+                if over is None:
+                    raise
+                runtime = _killed_runtime(self.store.runtime(job_id) or {}, why, over)
+                self.limit_kills[job_id] = {"end_reason": why, "exit_status": over.exit_status}
+                self._said_once(job_id, f"its {over.resource} kill is not written yet: "
+                                f"{exc.message}; the job is killed all the same, the kill "
+                                "written at a later poll")
+            else:
+                self.limit_kills.pop(job_id, None)
         if over is not None:
             executor.tell_job(launch, over.note)
         if not executor.signal_launch(launch, signal.SIGTERM, wait=2.0) and not launch.pgid:
@@ -3953,6 +3977,28 @@ class Engine:
 
     def _signal_attached(self, runtime: dict[str, Any], sig: int) -> None:
         executor.signal_processes(list(runtime.get("attached", ())), sig)
+
+    def _with_limit_kill(self, job_id: str, runtime: dict[str, Any]) -> dict[str, Any]:
+        """`runtime` (changed, and returned) with the job's limit kill kept in memory
+        (`limit_kills`), unless a kill written since ended the run: a later kill written
+        (a qdel's, a qrerun's) then follows it, as when it was written (`_killed_runtime`:
+        a qdel keeps its -29). The caller drops the mark once that is written."""
+        if runtime.get("end_reason") is None:
+            runtime.update(self.limit_kills.get(job_id, {}))
+        return runtime
+
+    def _write_limit_kill(self, job_id: str) -> None:
+        """The job's limit kill kept in memory (`limit_kills`), if it has one, written, and
+        the mark dropped; raises StoreWriteError while it cannot be (a full disk). Tried
+        at each poll while the job runs, and before its end is (`_poll_job`,
+        `_shepherd_gone`): that end, and its kept one (`_written_or_kept`), have its
+        reason and Exit_status then."""
+        if job_id not in self.limit_kills:
+            return
+        with self.store.transaction() as st:
+            st.set_runtime(job_id, self._with_limit_kill(job_id, st.runtime(job_id) or {}))
+        del self.limit_kills[job_id]
+        self.log(LOG_JOB, "Job", job_id, "its kill is written")
 
     def poll(self) -> None:
         """Notice ended jobs, enforce walltime and kill_delay, and run a cycle when due."""
@@ -4050,11 +4096,14 @@ class Engine:
             if not launch.alive() and executor.JobExit.read(launch.status_file) is None:
                 self._shepherd_gone(job_id, launch, reaped)
             else:
+                with contextlib.suppress(StoreWriteError):  # (said at the kill)
+                    self._write_limit_kill(job_id)
                 self._check_walltime(job_id, now)
             return True
         started = self.started.get(job_id)
         try:
             self.store.probe_write()
+            self._write_limit_kill(job_id)
             self._ended(job_id, ended)
         except StoreWriteError as exc:
             self.launches[job_id] = launch
@@ -4077,6 +4126,7 @@ class Engine:
         the run was being ended already (a qdel, a limit, a qrerun), which ends it as for
         a lost job."""
         killed = executor.kill_session(launch, reaped=reaped)
+        self._write_limit_kill(job_id)  # (a full disk: all this again at the next poll)
         self._stop_chain(job_id, ended=True)  # (a qdel's execjob_preterm: the job is gone)
         attrs = self._running_job(job_id)
         runtime = self.store.runtime(job_id) or {}
@@ -4128,26 +4178,18 @@ class Engine:
         if over and not self._being_ended(job_id):
             self._kill_over(job_id, over)
 
-    def _kill_over(self, job_id: str, over: lifecycle.OverLimit) -> bool:
-        """A job over its walltime or cput killed (`_kill`), then logged. False when the
-        kill cannot be written (a full disk): nothing is sent, the error is logged once,
-        and the next check tries again (`_check_walltime` at the next poll, `_read_usage`
-        at its next read)."""
-        try:
-            self._kill(job_id, over.comment, over)
-        except StoreWriteError as exc:
-            self._said_once(job_id, f"its {over.resource} kill is not written yet: "
-                            f"{exc.message}; tried again at the next check")
-            return False
+    def _kill_over(self, job_id: str, over: lifecycle.OverLimit) -> None:
+        """A job over its walltime or cput killed (`_kill`: on a full disk too), then
+        logged."""
+        self._kill(job_id, over.comment, over)
         self.log(LOG_JOB, "Job", job_id, over.comment)
-        return True
 
     def _being_ended(self, job_id: str) -> bool:
         """Whether the job's run is being ended already (a qdel, a qrerun, a limit): a limit
         met then ends nothing more, and the first reason stands. `kills` says so only until
         the SIGKILL is sent; the runtime's end_reason until the end is seen (a limit met in
         between replaced a qdel's comment and Exit_status, and a qrerun's requeue)."""
-        return job_id in self.kills or \
+        return job_id in self.kills or job_id in self.limit_kills or \
             (self.store.runtime(job_id) or {}).get("end_reason") is not None
 
     def _read_usage(self) -> None:
@@ -4163,11 +4205,10 @@ class Engine:
             used, seen = executor.Usage.read(launch.status_file, self._usage_seen.get(job_id))
             if seen is not None:
                 self._usage_seen[job_id] = seen
-            if used is None:
+            if used is None or used == self.usage.get(job_id):
                 continue
-            if used != self.usage.get(job_id):
-                self.usage[job_id] = used
-                self._usage_unsaved.add(job_id)
+            self.usage[job_id] = used
+            self._usage_unsaved.add(job_id)
             if job_id in self.kills:
                 continue
             attrs = self.store.job(job_id, lean=True) or {}
@@ -4178,8 +4219,7 @@ class Engine:
                 self.log(LOG_ERROR, "Job", job_id, f"its cput is not enforced: {exc}")
                 continue
             if over and not self._being_ended(job_id):
-                if not self._kill_over(job_id, over):  # (its sample read again next time)
-                    self._usage_seen.pop(job_id, None)
+                self._kill_over(job_id, over)
         if self._usage_unsaved and time.monotonic() >= self._usage_save_due:
             self._usage_save_due = time.monotonic() + USAGE_SAVE_EVERY
             unsaved = {j: self.usage[j] for j in self._usage_unsaved if j in self.usage}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from pbsplug import lifecycle
 from pbsplug.engine import executor
 from pbsplug.engine.errors import PBSE_SYSTEM, PbsError
 from pbsplug.engine.home import LOG_JOB, Home, ServerLog
@@ -381,9 +382,9 @@ def test_a_job_past_its_walltime_is_killed_on_a_full_disk(small_home, pbsplug_pl
     on a full disk that write raised, before the job was signalled, in every poll (each
     one failed there, 20 a second): the job ran on past its walltime, and no other job's end
     or limit was looked at. The note is lost now; the job is killed all the same. Its kill
-    is written before the note (one that cannot be written sends nothing: the next test),
-    so the disk is made full after that write: the job ended Exit_status 271 when the kill
-    came first and its write failed."""
+    is written before the note (one that cannot be written is kept in memory: the tests of
+    `_killed_unwritten`), so the disk is made full after that write: the job ended
+    Exit_status 271 when the kill came first and its write failed."""
     from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
 
     from .conftest import accounting_records, poll_until
@@ -1845,15 +1846,16 @@ def test_end_hooks_whose_end_could_not_be_written_do_not_run_again_at_the_next_q
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _running_on_a_full_disk(eng, small_home, job_attrs: dict) -> tuple[str, int]:
-    """A job (`exec sleep 300`, with `job_attrs`) running under `eng`, then the disk full,
-    the database too: its id and process group."""
+def _running_on_a_full_disk(eng, small_home, job_attrs: dict,
+                            script: str | None = None) -> tuple[str, int]:
+    """A job (`script`, else `exec sleep 300`, with `job_attrs`) running under `eng`, then
+    the disk full, the database too: its id and process group."""
     from pbsplug.engine.server import ROLE_MANAGER, Caller
 
     from .conftest import poll_until
 
     root = Caller(0, ROLE_MANAGER)
-    job_id = eng.req_submit(root, job_attrs, "exec sleep 300\n")
+    job_id = eng.req_submit(root, job_attrs, script or "exec sleep 300\n")
     poll_until(eng, lambda: job_id in eng.launches, "the job to run")
     pid = until(eng.launches[job_id].resolve, timeout=PATIENCE,
                 what="the job's process group to be recorded")
@@ -1871,58 +1873,143 @@ def _not_killed(eng, job_id: str, pid: int) -> None:
     assert eng.store.job(job_id)["job_state"] == "R"
 
 
-def _refused_then_killed(eng, small_home: Path, said: list[str], job_id: str, pid: int,
-                         limit: str, exit_status: int) -> None:
-    """A job's `limit` kill refused (nothing sent, said once in the log, the kill not
-    logged), then, room made, the job killed for its limit: its comment, `exit_status`,
-    one E record."""
+def _ended_for_its_limit(eng, small_home: Path, job_id: str, limit: str,
+                         exit_status: int) -> None:
+    """Room made, the job (killed for its `limit` on a full disk) ends so: its limit's
+    comment, `exit_status`, one E record."""
     from .conftest import accounting_records, poll_until
 
-    _not_killed(eng, job_id, pid)
-    assert [s for s in said if f"{limit} kill is not written yet" in s] == [
-        f"{job_id};its {limit} kill is not written yet: System error: database or disk is "
-        "full; tried again at the next check"], said
-    assert not [s for s in said if f"job killed: {limit}" in s], said
-    (small_home / "fill").unlink()  # room again
+    (small_home / "fill").unlink(missing_ok=True)  # room again
     poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
     attrs = eng.store.job(job_id)
     assert attrs["Exit_status"] == exit_status, attrs
     assert attrs["comment"].startswith(f"job killed: {limit} "), attrs
     assert accounting_records(eng).count(f";E;{job_id};") == 1
+    assert job_id not in eng.limit_kills
 
 
-def test_a_walltime_kill_that_cannot_be_written_is_tried_again_at_the_next_poll(
-        small_home, pbsplug_plugins, monkeypatch):
-    """A job past its walltime was sent its SIGTERM, and put in `kills`, before its kill
-    (its end reason, -29) was written: on a full disk that write failed, and the walltime
-    check, which passes over a job in `kills`, never tried again; the job ended of the
-    signal without its walltime's reason (Exit_status 271). The kill is written first now:
-    refused, it sends nothing (said once in the log), and the next poll tries again, so
-    once there is room the job ends killed for its walltime, -29, one E record."""
-    from pbsplug.engine.server import Engine
+def _killed_unwritten(eng, said: list[str], job_id: str, limit: str) -> None:
+    """The job killed for its `limit` (logged), its kill kept in memory as it cannot be
+    written (said once in the log), nothing of it in the store yet."""
+    assert job_id in eng.kills, "the job was not signalled on the full disk"
+    assert [s for s in said if f"{limit} kill is not written yet" in s] == [
+        f"{job_id};its {limit} kill is not written yet: System error: database or disk is "
+        "full; the job is killed all the same, the kill written at a later poll"], said
+    assert [s for s in said if f"job killed: {limit}" in s], said
+    assert eng.limit_kills[job_id]["exit_status"] == lifecycle.KILLED_OVER[limit]
+    assert (eng.store.runtime(job_id) or {}).get("end_reason") is None
 
+
+def _ended_on_the_full_disk(eng, job_id: str, pid: int) -> None:
+    """The job's processes ended of their kill with the disk still full: its end waits
+    for room (its shepherd's record of it too), its kill kept in memory meanwhile."""
+    from .owner_hooks import gone
+
+    until(lambda: gone(pid), timeout=PATIENCE, what="the job to be killed on the full disk")
+    eng.poll()
+    eng.poll()
+    assert eng.store.job(job_id)["job_state"] == "R"
+    assert job_id in eng.limit_kills
+
+
+@pytest.mark.parametrize("room", ["as_it_runs", "after_its_end"])
+def test_a_walltime_kill_that_cannot_be_written_signals_the_job_all_the_same(
+        small_home, pbsplug_plugins, monkeypatch, room):
+    """A walltime kill is enforced whatever the server can write, as PBS's MoM enforces
+    it on its host. A job past its walltime was sent its SIGTERM, and put in `kills`,
+    before its kill (its end reason, -29) was written: on a full disk that write failed,
+    and the job ended of the signal without its walltime's reason (Exit_status 271); then
+    the kill was written first, and refused, the job ran on past its walltime until there
+    was room. Now the kill is kept in memory, the job signalled at once, and the kill
+    written at a later poll: while the job runs (`as_it_runs`: it ignores SIGTERM, and
+    its SIGKILL after kill_delay ends it), or as its end is recorded (`after_its_end`: it
+    ended of the SIGTERM with the disk still full). It ends killed for its walltime: its
+    comment, -29, one E record."""
+    from pbsplug.engine.server import KILL_DELAY, Engine
 
     now = [time.time()]
     eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
     try:
+        script = "trap '' TERM\nexec sleep 300\n" if room == "as_it_runs" else None
         job_id, pid = _running_on_a_full_disk(
-            eng, small_home, {"Resource_List": {"walltime": "00:01:00"}})
+            eng, small_home, {"Resource_List": {"walltime": "00:01:00"}}, script)
         said = _logged(eng, monkeypatch)
         now[0] += 120  # (past its walltime)
         eng.poll()
         eng.poll()
-        _refused_then_killed(eng, small_home, said, job_id, pid, "walltime", -29)
+        _killed_unwritten(eng, said, job_id, "walltime")
+        if room == "as_it_runs":
+            (small_home / "fill").unlink()
+            eng.poll()
+            assert job_id not in eng.limit_kills
+            runtime = eng.store.runtime(job_id)  # (written as the job runs)
+            assert runtime["exit_status"] == -29, runtime
+            assert runtime["end_reason"].startswith("job killed: walltime "), runtime
+            assert eng.store.job(job_id)["job_state"] == "R"
+            now[0] += KILL_DELAY + 1  # (its SIGKILL due)
+        else:
+            _ended_on_the_full_disk(eng, job_id, pid)
+        _ended_for_its_limit(eng, small_home, job_id, "walltime", -29)
     finally:
         eng.runner.reap()
         eng.close()
 
 
-def test_a_cput_kill_that_cannot_be_written_is_tried_again_at_the_next_read(
+@pytest.mark.parametrize("then", ["qdel", "qrerun"])
+def test_a_qdel_or_qrerun_after_a_limit_kill_not_written_follows_it(
+        small_home, pbsplug_plugins, monkeypatch, then):
+    """A job killed for its walltime on a full disk, its kill kept in memory, then, room
+    made, deleted or requeued before the kill is written: the qdel's kill is written with
+    it, as when it was written first (the job ends with the deletion's comment and -29,
+    as OpenPBS does); a qrerun's requeue stands, and the kill is never the next run's.
+    Signalled only once its kill was written, the job ended of the qdel with 271."""
+    from pbsplug.engine.server import KILL_DELAY, ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records, poll_until
+
+    now = [time.time()]
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id, _ = _running_on_a_full_disk(
+            eng, small_home, {"Resource_List": {"walltime": "00:01:00"}},
+            "trap '' TERM\nexec sleep 300\n")
+        now[0] += 120  # (past its walltime)
+        eng.poll()
+        assert (eng.store.runtime(job_id) or {}).get("end_reason") is None
+        (small_home / "fill").unlink()  # room again, no poll yet
+        if then == "qdel":
+            eng.req_delete(root, [job_id])
+        else:
+            eng.req_rerun(root, [job_id])
+        assert job_id not in eng.limit_kills
+        now[0] += KILL_DELAY + 1  # (its SIGKILL due)
+        if then == "qdel":
+            poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+            attrs = eng.store.job(job_id)
+            assert attrs["Exit_status"] == -29, attrs
+            assert attrs["comment"].startswith("Job deleted at request of "), attrs
+            assert accounting_records(eng).count(f";E;{job_id};") == 1
+            return
+        poll_until(eng, lambda: eng.store.job(job_id)["run_count"] == 2 and
+                   job_id in eng.launches, "the job requeued and run again")
+        assert (eng.store.runtime(job_id) or {}).get("end_reason") is None
+        eng.req_delete(root, [job_id])
+        now[0] += KILL_DELAY + 1
+        poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+        assert eng.store.job(job_id)["Exit_status"] != -29
+    finally:
+        eng.runner.reap()
+        eng.close()
+
+
+def test_a_cput_kill_that_cannot_be_written_signals_the_job_all_the_same(
         small_home, pbsplug_plugins, monkeypatch):
     """As a walltime kill: a job whose processes together passed its cput was signalled
     before its kill was written, and the write refused on a full disk failed the whole
-    poll. Written first now: refused, the job runs on, and the sample is read again until
-    the kill is written: once there is room the job ends with -28, one E record."""
+    poll; then, written first, the job ran on past its cput until there was room. Now it
+    is killed at once, its kill kept in memory; its end found with the disk still full
+    waits for room, and the job ends with -28, one E record."""
     import sys
 
     from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
@@ -1952,7 +2039,9 @@ def test_a_cput_kill_that_cannot_be_written_is_tried_again_at_the_next_read(
         monkeypatch.setattr(executor.Usage, "read", full_once_over)
         said = _logged(eng, monkeypatch)
         poll_until(eng, lambda: filled, "a sample past the job's cput")
-        _refused_then_killed(eng, small_home, said, job_id, pid, "cput", -28)
+        _killed_unwritten(eng, said, job_id, "cput")
+        _ended_on_the_full_disk(eng, job_id, pid)
+        _ended_for_its_limit(eng, small_home, job_id, "cput", -28)
     finally:
         eng.runner.reap()
         eng.close()
