@@ -1863,6 +1863,17 @@ def _running_on_a_full_disk(eng, small_home, job_attrs: dict,
     return job_id, pid
 
 
+def _jobs_left_killed(eng) -> None:
+    """The jobs still running when a test ends killed, shepherds first (a test that leaves
+    one running on purpose must not leave its `sleep 300` behind)."""
+    for launch in list(eng.launches.values()):
+        pgid = launch.resolve(wait=5.0)
+        for kill, target in ((os.kill, launch.shepherd), (os.killpg, pgid)):
+            if target and target > 0:
+                with contextlib.suppress(ProcessLookupError):
+                    kill(target, signal.SIGKILL)
+
+
 def _not_killed(eng, job_id: str, pid: int) -> None:
     """Nothing of a kill: no SIGTERM (the job runs on), no SIGKILL due, no end reason."""
     from .owner_hooks import gone
@@ -2071,6 +2082,7 @@ def test_a_qrerun_whose_kill_cannot_be_written_is_refused_and_its_retry_works(
                    "the job requeued and run again")
         assert accounting_records(eng).count(f";R;{job_id};") == 1
     finally:
+        _jobs_left_killed(eng)
         eng.runner.reap()
         eng.close()
 
@@ -2093,6 +2105,7 @@ def test_a_qterm_immediate_whose_kill_cannot_be_written_leaves_the_job_running(
         assert eng.stopping
         _not_killed(eng, job_id, pid)
     finally:
+        _jobs_left_killed(eng)
         eng.runner.reap()
         eng.close()
 
