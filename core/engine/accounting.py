@@ -232,8 +232,8 @@ class Accounting:
     def started(self, job_id: str, attrs: Mapping[str, Any]) -> None:
         """S: the job runs, once its execjob_begin hooks are over (before its prologue and
         launch hooks), as PBS's server writes it once the job's MoM took the job (its
-        begin hooks run before the MoM answers); none for a start the server's stop gave
-        up in its begin hooks."""
+        begin hooks run before the MoM answers); none for a start its begin hooks refused
+        (it never ran), nor for one the server's stop gave up in its begin hooks."""
         pairs = self._job_pairs(attrs, ran=True)
         pairs.append(("resource_assigned.ncpus", _ncpus(str(attrs.get("exec_vnode") or ""))))
         self.record("S", job_id, pairs, trailing=True)

@@ -760,7 +760,7 @@ class Engine:
         comment = ending.get("comment")
         self._finish(job_id, attrs, executor.JobExit(status, 0, 0, 0, str(
             ending.get("start_error") or "")), comment=comment if isinstance(
-                comment, str) else None)
+                comment, str) else None, unstarted=ending.get("unstarted") is True)
 
     def _lost(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
         """A job `_recover` finds lost: ended as its run was being ended (a qdel, a limit:
@@ -3371,7 +3371,10 @@ class Engine:
             if isinstance(fired, _Chain):
                 return True
             self._given_up(job_id, fired)
-            if event == "execjob_begin":  # (as PBS's server once the job's MoM took it)
+            if event == "execjob_begin" and \
+                    lifecycle.start_step(fired.consequence) == lifecycle.PROCEED:
+                # (as PBS's server once the job's MoM took it; none for a start the MoM
+                # refused: `_refused_start`)
                 self.accounting.started(job_id, attrs)
             if not self._start_event_over(job_id, attrs, vnodes, event, fired):
                 return False
@@ -3768,20 +3771,25 @@ class Engine:
             self._event("execjob_abort", job=Job(job_id, attrs),
                         vnode_list=self._job_vnodes(attrs))
         comment = lifecycle.refused_comment(event, outcome.consequence, outcome.message)
+        # A start its execjob_begin hooks refused never ran, as PBS's server takes a start
+        # its MoM refused: no S was written (`_start`), so its requeue writes no R, and its
+        # deletion an A, as for any job the server deletes before it ran (`_drop`).
+        ran = event != "execjob_begin"
         if lifecycle.start_step(outcome.consequence) == lifecycle.FINISH:
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
-                         comment=comment, kept_in="R")
+                         comment=comment, kept_in="R", unstarted=not ran)
         else:
-            self._requeue_or_keep(job_id, attrs, comment)
+            self._requeue_or_keep(job_id, attrs, comment, record=ran)
 
-    def _requeue_or_keep(self, job_id: str, attrs: dict[str, Any], comment: str) -> None:
-        """A failed or refused start's requeue (`_requeue`, its hold too). The job is
-        stored R with no launch: when its requeue cannot be written (the disk full), it
-        is kept and tried again at later polls (`_written_or_kept`), its execjob_abort
-        not run again, and the cycle goes on; the job stays R, its cpus held, till then."""
-        self._written_or_kept(job_id, attrs, functools.partial(self._requeue, job_id,
-                                                                comment=comment),
-                              "R", "job requeue")
+    def _requeue_or_keep(self, job_id: str, attrs: dict[str, Any], comment: str,
+                         record: bool = True) -> None:
+        """A failed or refused start's requeue (`_requeue`, its hold too; its R record
+        unless not `record`). The job is stored R with no launch: when its requeue cannot
+        be written (the disk full), it is kept and tried again at later polls
+        (`_written_or_kept`), its execjob_abort not run again, and the cycle goes on; the
+        job stays R, its cpus held, till then."""
+        self._written_or_kept(job_id, attrs, functools.partial(
+            self._requeue, job_id, comment=comment, record=record), "R", "job requeue")
 
     def _forget_run(self, job_id: str) -> None:
         """What this server remembers in memory of the run that is over (`ends_run`,
@@ -3797,7 +3805,8 @@ class Engine:
         submitted stays (`_submitted_runtime`): a qrerun's ``end_reason`` kept would requeue
         every later run again, and the processes ``attached`` to this run are not the
         next's. Its per-run files go too (`_remove_run_files`). Its R record unless not
-        `record` (a run with no S: its begin hooks given up for the server's stop)."""
+        `record` (a run with no S: its begin hooks refused it, or were given up for the
+        server's stop)."""
         self._stop_chain(job_id)
         if record:
             self.accounting.rerun(job_id, attrs, self.store.runtime(job_id), comment)
@@ -4448,24 +4457,26 @@ class Engine:
 
     def _finish(self, job_id: str, attrs: dict[str, Any], ended: executor.JobExit,
                 comment: str | None = None, end_hooks: bool = True,
-                used: dict[str, Any] | None = None, kept_in: str | None = None) -> None:
-        """The job is over: epilogue and end hooks (unless run already: `used` is then what
-        was measured but what they set, `_Ending.kept`), then its record, then jobobit;
-        then a job a qdel -x ended is purged. An end chain with a `user = pbsuser` hook runs
-        while the server serves (`_end_hooks_from`), the job E/57: the rest is done when
-        it is over. With `kept_in` (a start a hook ended, or one that can never work, the
-        job stored R with no launch: `_refused_start`, `_could_not_start`), an end that
-        cannot be written after the end hooks (a full disk) is kept and written at a later
-        poll while the job is stored so (`_carry_on`), and the cycle goes on; it failed the
-        cycle, the job left R, its cpus held. End hooks that ran in this server, their end
-        not written (`ends_run`), do not run again: the job ends as they left it."""
+                used: dict[str, Any] | None = None, kept_in: str | None = None,
+                unstarted: bool = False) -> None:
+        """The job is over: epilogue and end hooks (unless run already: `used` is then what was
+        measured but what they set, `_Ending.kept`), then its record (its E; an A with its comment
+        when `unstarted`: its execjob_begin hooks deleted it, no S written), then jobobit; then a
+        job a qdel -x ended is purged. An end chain with a `user = pbsuser` hook runs while the
+        server serves (`_end_hooks_from`), the job E/57: the rest is done when it is over. With
+        `kept_in` (a start a hook ended, or one that can never work, the job stored R with no
+        launch: `_refused_start`, `_could_not_start`), an end that cannot be written after the end
+        hooks (a full disk) is kept and written at a later poll while the job is stored so
+        (`_carry_on`), and the cycle goes on; it failed the cycle, the job left R, its cpus held.
+        End hooks that ran in this server, their end not written (`ends_run`), do not run again: the
+        job ends as they left it."""
         if end_hooks and attrs.get("exec_vnode") and job_id in self.ends_run:
             attrs, used = copy.deepcopy(self.ends_run[job_id])  # (the next qdel's end)
         elif end_hooks and attrs.get("exec_vnode"):
             ending = self._ending(job_id, attrs, ended, then=functools.partial(
-                self._finish_over, job_id, comment), record={
+                self._finish_over, job_id, comment, unstarted=unstarted), record={
                     "exit_status": ended.exit_status, "start_error": ended.start_error,
-                    "comment": comment})
+                    "comment": comment, **({"unstarted": True} if unstarted else {})})
             if not self._end_hooks_from(job_id, attrs, ending):
                 return
             used = ending.kept(attrs)
@@ -4499,7 +4510,10 @@ class Engine:
         self.log(LOG_JOB_USAGE, "Job", job_id, f"Exit_status={ended.exit_status} "
                  + " ".join(f"resources_used.{k}={v}"
                             for k, v in (attrs.get("resources_used") or {}).items()))
-        self.accounting.ended(job_id, attrs, runtime)
+        if unstarted:
+            self.accounting.aborted(job_id, comment or "")
+        else:
+            self.accounting.ended(job_id, attrs, runtime)
         self._remove_run_files(job_id, tmpdir=False)
         self._track_states()
         self._event("jobobit", job=Job(job_id, attrs))
@@ -4513,11 +4527,11 @@ class Engine:
         self._remove_tmpdir(job_id)
 
     def _finish_over(self, job_id: str, comment: str | None, attrs: dict[str, Any],
-                     ending: _Ending) -> None:
+                     ending: _Ending, unstarted: bool = False) -> None:
         """`_finish`, once the job's end hooks are over."""
         assert ending.ended is not None
         self._finish(job_id, attrs, ending.ended, comment=comment, end_hooks=False,
-                     used=ending.kept(attrs))
+                     used=ending.kept(attrs), unstarted=unstarted)
 
     def _remove_run_files(self, job_id: str, tmpdir: bool = True) -> None:
         """What the server made for one run of the job, gone when the run ends (a requeue

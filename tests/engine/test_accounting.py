@@ -393,3 +393,60 @@ def test_an_altered_select_records_the_select_not_its_sums(engine):
     assert altered == [{"Account_Name": "x y", "Resource_List.select": "1:ncpus=2"},
                        {"Job_Name": "same"}]
     assert engine.job(job_id)["Resource_List"]["ncpus"] == 2
+
+
+def _begin_refuser(root):
+    """A plugin whose execjob_begin hook refuses each job while `root`/refuse exists:
+    with `root`/delete, by job.delete(); else by a plain reject."""
+    from pbsplug import PluginInfo, hookimpl
+
+    def execjob_begin(self, event):
+        if (root / "refuse").exists():
+            if (root / "delete").exists():
+                event.job.delete()
+            event.reject("host not ready")
+
+    return type("Refuser", (), {"plugin_info": PluginInfo(events=("execjob_begin",)),
+                                "execjob_begin": hookimpl(execjob_begin)})()
+
+
+def test_a_begin_reject_writes_no_s_nor_r_and_its_later_start_one_s(
+        engine_here, register_plugin, engine_root):
+    # The S was written before the begin hooks were judged: a refused start had an S, its
+    # requeue an R, and the start that ran a second S, as if the job had run twice.
+    (engine_root / "refuse").touch()
+    register_plugin(_begin_refuser(engine_root), "refuser")
+    eng = engine_here()
+    root = Caller(0, ROLE_MANAGER)
+    job_id = eng.req_submit(root, {}, "true\n")
+    poll_until(eng, lambda: eng.store.job(job_id).get("run_count", 0) >= 2, "two refusals")
+    attrs = eng.store.job(job_id)
+    tries = attrs["run_count"]
+    assert attrs["comment"] == "Job requeued by execjob_begin hook: host not ready", attrs
+    assert [k for k, _ in of(records(eng.home), job_id)] == ["Q"]
+    (engine_root / "refuse").unlink()
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+    assert [k for k, _ in of(records(eng.home), job_id)] == ["Q", "S", "E"]
+    assert eng.store.job(job_id)["run_count"] == tries + 1  # (each refused try counted)
+    (engine_root / "refuse").touch()
+    held = eng.req_submit(root, {}, "true\n")  # refused until held: no S, no R either
+    poll_until(eng, lambda: eng.store.job(held)["job_state"] == "H", "the hold")
+    assert eng.store.job(held)["comment"] == "job held, too many failed attempts to run"
+    assert [k for k, _ in of(records(eng.home), held)] == ["Q"]
+
+
+def test_a_begin_delete_writes_no_s_but_an_a_as_a_job_that_never_ran(
+        engine_here, register_plugin, engine_root):
+    # It wrote S, then E: a job that never ran has no S and no E (a qdel of a queued job:
+    # Q, D); one the server deletes has its A, as PBS's server aborts it (job_abt).
+    (engine_root / "refuse").touch()
+    (engine_root / "delete").touch()
+    register_plugin(_begin_refuser(engine_root), "refuser")
+    eng = engine_here()
+    job_id = eng.req_submit(Caller(0, ROLE_MANAGER), {}, "true\n")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+    comment = "Job deleted by execjob_begin hook: host not ready"
+    assert eng.store.job(job_id)["comment"] == comment
+    found = of(records(eng.home), job_id)
+    assert [k for k, _ in found] == ["Q", "A"], found
+    assert [b for _, k, i, b in records(eng.home) if i == job_id and k == "A"] == [comment]
