@@ -379,6 +379,121 @@ class _NodeRead:
                 parse_exec_vnode(attrs.get("exec_vnode", "")) if name in self.rows}
 
 
+def _host_of(nodes: Mapping[str, Mapping[str, Any]], name: str) -> str:
+    return str(nodes[name].get("resources_available", {}).get("host") or name)
+
+
+def _vnode_load(nodes: Mapping[str, Mapping[str, Any]], running: Iterable[Mapping[str, Any]],
+                types: Mapping[str, str], names: Iterable[str] | None = None
+                ) -> tuple[dict[str, dict[str, int]], set[str]]:
+    """What the `running` jobs take of each vnode (of `names` only, when given: then
+    `running` holds at least every job on a vnode of their hosts), and which they hold
+    exclusively: a job's exclhost holds every vnode of its host, as the scheduler books
+    them."""
+    assigned: dict[str, dict[str, int]] = {
+        n: {} for n in (nodes if names is None else names) if n in nodes}
+    exclusive: set[str] = set()
+    whole: set[str] = set()  # hosts a job holds whole (exclhost on one of its vnodes)
+    for attrs in running:
+        place = units.parse_place(attrs.get("Resource_List", {}).get("place"))
+        for name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
+            if name not in nodes:
+                continue
+            level = units.exclusivity(place, nodes[name].get("sharing"))
+            if level == units.EXCLHOST:
+                whole.add(_host_of(nodes, name))
+            if name not in assigned:
+                continue
+            if level != units.SHARED:
+                exclusive.add(name)
+            for k, v in res.items():
+                amount = resource_amount(k, v, types)
+                if amount is not None:
+                    assigned[name][k] = assigned[name].get(k, 0) + amount
+    if whole:
+        exclusive.update(name for name in assigned if _host_of(nodes, name) in whole)
+    return assigned, exclusive
+
+
+def _vnode_state(attrs: Mapping[str, Any], name: str, in_resv: set[str], exclusive: set[str],
+                 assigned: Mapping[str, Mapping[str, int]]) -> str:
+    """A vnode's state as pbsnodes shows it: its stored states, and those its reservation
+    and its jobs give it."""
+    states = [s for s in str(attrs.get("state", "free")).split(",") if s != "free"]
+    ncpus = attrs.get("resources_available", {}).get("ncpus", 0)
+    if name in in_resv:
+        states.append("resv-exclusive")
+    if name in exclusive:
+        states.append("job-exclusive")
+    elif ncpus and assigned[name].get("ncpus", 0) >= ncpus:
+        states.append("job-busy")
+    states.sort(key=lambda s: _STATE_ORDER.get(s, len(_STATE_ORDER)))
+    return ",".join(states) or "free"
+
+
+class _StateInputs:
+    """What the vnodes' states are derived from (`_vnode_state`), kept by
+    `Engine._track_states` between its calls and brought up to date from the rows the
+    store wrote since (`Store.take_written`): the vnodes, the reservations and the running
+    jobs, those by vnode. `changed` says which vnodes' states may have moved: those whose
+    row, or a running job's on their host, was written (a job started, ended, requeued,
+    suspended); a reservation written, or more rows than `Store.MAX_WRITTEN`, and every
+    vnode is derived again (`full`)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.nodes = store.all("node")
+        self.resvs = store.all("resv")
+        self.running = store.jobs(("R", "E"), lean=True)
+        self.on: dict[str, set[str]] = {}  # vnode -> the running jobs on it
+        self.hosts: dict[str, set[str]] = {}  # host -> its vnodes
+        for job_id, attrs in self.running.items():
+            self._place(job_id, attrs)
+        for name in self.nodes:
+            self.hosts.setdefault(_host_of(self.nodes, name), set()).add(name)
+
+    def _place(self, job_id: str, attrs: Mapping[str, Any]) -> set[str]:
+        names = exec_vnode_names(str(attrs.get("exec_vnode") or ""))
+        for name in names:
+            self.on.setdefault(name, set()).add(job_id)
+        return set(names)
+
+    def _unplace(self, job_id: str) -> set[str]:
+        attrs = self.running.pop(job_id, None)
+        names = set(exec_vnode_names(str((attrs or {}).get("exec_vnode") or "")))
+        for name in names:
+            self.on.get(name, set()).discard(job_id)
+        return names
+
+    def changed(self, written: set[tuple[str, str]]) -> set[str]:
+        """The vnodes whose inputs the `written` rows changed, with every vnode of their
+        hosts (an exclhost job holds its host whole), all brought up to date."""
+        touched: set[str] = set()
+        for kind, key in written:
+            if kind == "job":
+                touched |= self._unplace(key)
+                attrs = self.store.job(key, lean=True)
+                if attrs is not None and attrs.get("job_state") in ("R", "E"):
+                    self.running[key] = attrs
+                    touched |= self._place(key, attrs)
+            elif kind == "node":
+                old = self.nodes.pop(key, None)
+                if old is not None:
+                    self.hosts[_host_of({key: old}, key)].discard(key)
+                row = self.store.get("node", key)
+                if row is not None:
+                    self.nodes[key] = row
+                    self.hosts.setdefault(_host_of(self.nodes, key), set()).add(key)
+                touched.add(key)
+                if old is not None:  # (its old host's vnodes too)
+                    touched |= self.hosts.get(_host_of({key: old}, key), set())
+        out: set[str] = set()
+        for name in touched:
+            if name in self.nodes:
+                out |= self.hosts[_host_of(self.nodes, name)]
+        return out
+
+
 class Engine:
     """The server's state and behaviour, independent of the socket that feeds it requests."""
 
@@ -494,6 +609,7 @@ class Engine:
         self.log.events = log_events(self._server_row())
         self._log_failed(plugins)
         self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
+        self._state_inputs: _StateInputs | None = None  # what they derive from (the same)
         self.cpu_slots = CpuSlots()  # the running jobs' CPUs, as vnodes' ``jobs`` list them
         self.set_aside()
         self._recover()
@@ -2778,11 +2894,12 @@ class Engine:
 
     def _track_states(self) -> None:
         """last_state_change_time follows every state change, the ones the jobs cause
-        (free to job-busy and back) as well as the stored ones."""
+        (free to job-busy and back) as well as the stored ones. Only the vnodes whose
+        inputs were written since the last call are derived again (`_StateInputs`): a
+        job's start or end costs its hosts' vnodes, not the whole machine."""
         now = int(self.clock())
         changed = {}
-        for name, vnode in self._vnodes().items():
-            state = vnode.state
+        for name, state in self._derived_states().items():
             if self._seen_states.get(name, state) != state:
                 changed[name] = now
             self._seen_states[name] = state
@@ -2793,6 +2910,25 @@ class Engine:
                     if node is not None:
                         node["last_state_change_time"] = when
                         st.put("node", name, node)
+
+    def _derived_states(self) -> dict[str, str]:
+        """The states (`_vnode_state`) of the vnodes whose inputs changed since the last
+        call, every vnode's at the first or when a reservation was written."""
+        written = self.store.take_written()
+        inputs = self._state_inputs
+        if inputs is None or written is None or any(kind == "resv" for kind, _ in written):
+            inputs = self._state_inputs = _StateInputs(self.store)
+            names: Iterable[str] = inputs.nodes
+        else:
+            names = inputs.changed(written)
+        if not names:
+            return {}
+        running = {job_id for name in names for job_id in inputs.on.get(name, ())}
+        assigned, exclusive = _vnode_load(
+            inputs.nodes, (inputs.running[j] for j in running), self.resource_types(), names)
+        in_resv = resv_exclusive(inputs.resvs.values(), inputs.nodes)
+        return {name: _vnode_state(inputs.nodes[name], name, in_resv, exclusive, assigned)
+                for name in names}
 
     def _set_node(self, name: str, old: dict[str, Any], new: dict[str, Any],
                   caller: Caller | None = None) -> None:
@@ -2992,34 +3128,13 @@ class Engine:
     def _vnode_rows(self) -> dict[str, dict[str, Any]]:
         """`_vnodes` as attributes."""
         nodes = self.store.all("node")
-        assigned: dict[str, dict[str, int]] = {n: {} for n in nodes}
-        exclusive: set[str] = set()
         resvs = self.store.all("resv")
         in_resv = resv_exclusive(resvs.values(), nodes)
         resv_on = resvs_on_vnodes(resvs, nodes)
-        def host(name: str) -> str:
-            return str(nodes[name].get("resources_available", {}).get("host") or name)
-
-        whole: set[str] = set()  # hosts a job holds whole (exclhost on one of its vnodes)
         types = self.resource_types()  # (a string resource's value is no amount: rack=1)
         sizes = {k for k, t in {**values.RESOURCE_TYPES, **types}.items() if t == "size"}
         running = self.store.jobs(("R", "E"), lean=True)
-        for attrs in running.values():
-            place = units.parse_place(attrs.get("Resource_List", {}).get("place"))
-            for name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
-                if name not in assigned:
-                    continue
-                level = units.exclusivity(place, nodes[name].get("sharing"))
-                if level != units.SHARED:
-                    exclusive.add(name)
-                if level == units.EXCLHOST:
-                    whole.add(host(name))
-                for k, v in res.items():
-                    amount = resource_amount(k, v, types)
-                    if amount is not None:
-                        assigned[name][k] = assigned[name].get(k, 0) + amount
-        if whole:  # as the scheduler books them: every vnode of the host is the job's
-            exclusive.update(name for name in nodes if host(name) in whole)
+        assigned, exclusive = _vnode_load(nodes, running.values(), types)
         # Each job on each of its CPUs (`cpuslots`), the jobs in the order they started.
         jobs_on = self.cpu_slots.jobs_on(
             ((job_id, str(attrs.get("exec_vnode") or "")) for job_id, attrs in
@@ -3028,20 +3143,10 @@ class Engine:
              for name, attrs in nodes.items()})
         out = {}
         for name, attrs in nodes.items():
-            states = [s for s in str(attrs.get("state", "free")).split(",") if s != "free"]
-            avail = attrs.get("resources_available", {})
-            ncpus = avail.get("ncpus", 0)
-            if name in in_resv:
-                states.append("resv-exclusive")
-            if name in exclusive:
-                states.append("job-exclusive")
-            elif ncpus and assigned[name].get("ncpus", 0) >= ncpus:
-                states.append("job-busy")
-            states.sort(key=lambda s: _STATE_ORDER.get(s, len(_STATE_ORDER)))
             ra = {k: (f"{units.kilobytes(v)}kb" if k in sizes else v)  # (PBS's: 1048576kb)
                   for k, v in assigned[name].items()}
             out[name] = {**{k: v for k, v in attrs.items() if k != "resv"},
-                         "state": ",".join(states) or "free",
+                         "state": _vnode_state(attrs, name, in_resv, exclusive, assigned),
                          "resources_assigned": ra, "jobs": jobs_on.get(name, []),
                          **({"resv": resv_on[name]} if name in resv_on else {})}
         return out

@@ -142,6 +142,10 @@ class Store:
         #: suspended jobs waiting for their cpus, `JobControl.poll`) reads again only
         #: when it moved.
         self.changes = 0
+        #: The rows written since `take_written` last took them, ``(type, name)``, a job's
+        #: as ``("job", id)``; None (every row) past MAX_WRITTEN of them, or after a rollback
+        #: of a change that wrote one.
+        self.written_rows: set[tuple[str, str]] | None = set()
         self._wrote = False  # the current transaction wrote a row
         # The jobs' changes since `counted_groups` (`counted_moves`): None when not kept.
         self._moves: list[tuple[Any, Any]] | None = None
@@ -226,6 +230,7 @@ class Store:
             self.generation += 1
             self.changes += 1
             self._moves = None
+            self.written_rows = None  # (a reader may have read them before the rollback)
         # SQLite may have rolled back already (a full disk does); a failing rollback must
         # not hide why the change failed.
         if self.db.in_transaction:
@@ -269,14 +274,14 @@ class Store:
     def put(self, type: str, name: str, attrs: dict[str, Any]) -> None:
         self.db.execute("INSERT OR REPLACE INTO objects VALUES (?, ?, ?)",
                         (type, name, json.dumps(attrs, sort_keys=True)))
-        self._wrote = True
+        self._note_written(type, name)
         self.changes += 1
         self.generation += type in self.COUNTED_BY
 
     def delete(self, type: str, name: str) -> bool:
         gone = self.db.execute("DELETE FROM objects WHERE type=? AND name=?",
                                (type, name)).rowcount > 0
-        self._wrote = True
+        self._note_written(type, name)
         self.changes += 1
         self.generation += type in self.COUNTED_BY
         return gone
@@ -454,6 +459,8 @@ class Store:
     COUNTED_BY = frozenset({"server", "queue", "resource"})
     #: The most job changes kept for `counted_moves` (past them, the count is made again).
     MAX_MOVES = 10_000
+    #: The most rows `written_rows` notes (past them, a reader reads every row again).
+    MAX_WRITTEN = 10_000
 
     def counted_groups(self, done: tuple[str, ...]) -> list[tuple[dict[str, Any], int]]:
         """The jobs not in a `done` state, grouped: (their state and `COUNTED` attributes,
@@ -491,6 +498,18 @@ class Store:
         self._moves = None if stop else []
         return [(old and _counted(*old), new and _counted(*new)) for old, new in moves]
 
+    def _note_written(self, type: str, name: str) -> None:
+        self._wrote = True
+        if self.written_rows is not None:
+            self.written_rows.add((type, name))
+            if len(self.written_rows) > self.MAX_WRITTEN:
+                self.written_rows = None
+
+    def take_written(self) -> set[tuple[str, str]] | None:
+        """The rows written since the last call (`written_rows`), noted afresh from now."""
+        taken, self.written_rows = self.written_rows, set()
+        return taken
+
     def _picked(self, job_id: str) -> tuple[str, str] | None:
         """What `counted_groups` reads of a job (undecoded), when changes are noted."""
         if self._moves is None:
@@ -501,7 +520,7 @@ class Store:
 
     def _moved(self, job_id: str, old: tuple[str, str] | None) -> None:
         """A job row was written (it read as `old` before): noted for `counted_moves`."""
-        self._wrote = True
+        self._note_written("job", job_id)
         self.changes += 1
         if self._moves is None:
             return
