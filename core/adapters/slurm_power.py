@@ -49,7 +49,7 @@ import pwd
 import re
 import stat
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,7 +58,15 @@ from .. import jsontext, safedirs
 from ..events import Event
 from ..runner import ACCEPT, Outcome
 from ..values import LONG_MAX, quoted, shown, whole
-from .slurm_read import SlurmError, compress_hostlist, cpu_id_list, epoch, parse_line, vnode_state
+from .slurm_read import (
+    SlurmError,
+    compress_hostlist,
+    cpu_id_list,
+    epoch,
+    expand_hostlist,
+    parse_line,
+    vnode_state,
+)
 
 if TYPE_CHECKING:  # slurm_bridge imports this module when a power program runs
     from .slurm_bridge import Context
@@ -426,7 +434,11 @@ def running_jobs(ctx: Context) -> dict[str, list[str]]:
     names the job as before (``n1 has a job (12), not idle``). squeue says which jobs
     hold a node; a job whose cpus there do not read is one entry, ``<job id>/0``."""
     held = node_jobs(ctx, HOLDING_STATES, "job")
-    cpus = cpu_slots(ctx) if held else {}
+    nodes_of: dict[str, set[str]] = {}
+    for node, job_ids in held.items():
+        for job_id in job_ids:
+            nodes_of.setdefault(job_id, set()).add(node)
+    cpus = cpu_slots(ctx, nodes_of) if held else {}
     out = {}
     for node, job_ids in held.items():
         entries = [(cpu, job_id) for job_id in job_ids
@@ -436,46 +448,87 @@ def running_jobs(ctx: Context) -> dict[str, list[str]]:
     return out
 
 
-def cpu_slots(ctx: Context) -> dict[tuple[str, str], list[int]]:
+#: A job record's identity: the fields scontrol writes before the first of the job's own
+#: text (its name), so that no text of any job can forge them: the job id, then an array
+#: task's or a heterogeneous job part's ids (22.05: ``JobId=6 ArrayJobId=5 ArrayTaskId=1
+#: JobName=``, ``JobId=8 HetJobId=7 HetJobOffset=1 JobName=``).
+_IDENTITY = re.compile(r"JobId=([0-9]+) (?:ArrayJobId=([0-9]+) ArrayTaskId=([0-9]+) "
+                       r"|HetJobId=([0-9]+) HetJobOffset=([0-9]+) )?JobName=")
+#: The jobs whose record is read twice that one run asks scontrol for alone.
+MAX_ASKED_ALONE = 10
+
+
+def _identity(line: str) -> str | None:
+    """The job a record is of, as squeue's ``%i`` writes it (`_IDENTITY`), or None."""
+    match = _IDENTITY.match(line)
+    if match is None:
+        return None
+    job_id, array_id, task, het_id, offset = match.groups()
+    return (f"{array_id}_{task}" if array_id else f"{het_id}+{offset}" if het_id
+            else job_id)
+
+
+def cpu_slots(ctx: Context, nodes_of: Mapping[str, Collection[str]]
+              ) -> dict[tuple[str, str], list[int]]:
     """Each job's Slurm CPU ids on each of its nodes, by (its id as squeue's ``%i`` writes
     it: ``1234_5`` for an array task, ``1234+0`` for a part of a heterogeneous job; node),
-    from ``scontrol -a -o -d show job``'s allocation (``Nodes=n[1-2] CPU_IDs=0-1``; ``-a``
-    for the jobs of hidden partitions and of partitions the caller's groups may not use).
+    for the jobs and nodes squeue named (`nodes_of`), from ``scontrol -a -o -d show job``'s
+    allocation (``Nodes=n[1-2] CPU_IDs=0-1``; ``-a`` for the jobs of hidden partitions and
+    of partitions the caller's groups may not use).
 
-    A job's text (its name, comment, paths) may hold keys or a line break that forge
-    another reading: a record with a key twice, or a job read twice, is left out, as is one
-    whose allocation does not read, and those jobs are one entry each (`running_jobs`). A
-    scontrol that fails leaves them all so, in one log line: which jobs hold a node is
-    squeue's, and the cpus are not worth a run with no decision."""
+    Any job's text (its name, comment, paths) may hold keys or line breaks, and its owner
+    writes it. So a record's job is read from its leading fields alone (`_IDENTITY`), and
+    a line of another job is skipped before it is parsed (pending jobs, and a line a job
+    name's line break starts without that header); a record with a key twice (what a job
+    name that forges an allocation makes: ``NodeList=`` before Slurm's own) is left out
+    before anything in it is expanded; a job read twice (a line break in another job's
+    name can start a line as its record does) is asked for alone, ``scontrol -a -o -d
+    show job <id>``, whose first line is its own record (`MAX_ASKED_ALONE` a run). The
+    nodes expanded are at most as many as squeue named, over the run. A job left out, or
+    whose allocation does not read, is one entry a node (`running_jobs`); a scontrol that
+    fails leaves them all so, in one log line: which jobs hold a node is squeue's, and the
+    cpus are not worth a run with no decision."""
     try:
         text = ctx.slurm.run("scontrol", "-a", "-o", "-d", "show", "job")
     except SlurmError as exc:
         log.warning("periodic: the jobs' cpus on their nodes not read (%s); each job is one "
                     "entry on each of its nodes", exc)
         return {}
-    out: dict[tuple[str, str], list[int]] = {}
-    seen: set[str] = set()
-    unread: set[str] = set()
+    records: dict[str, list[str]] = {}
     for line in text.split("\n"):
-        if not line.startswith("JobId="):
+        job_id = _identity(line)
+        if job_id is not None and job_id in nodes_of:
+            records.setdefault(job_id, []).append(line.rstrip("\r"))
+    for job_id in [j for j, lines in records.items() if len(lines) > 1][:MAX_ASKED_ALONE]:
+        try:
+            alone = ctx.slurm.run("scontrol", "-a", "-o", "-d", "show", "job", job_id)
+        except SlurmError:
             continue
-        fields = parse_line(line.rstrip("\r"))
-        job_id = str(fields.get("JobId"))
-        if fields.get("ArrayTaskId") not in (None, "N/A"):
-            job_id = f"{fields.get('ArrayJobId')}_{fields['ArrayTaskId']}"
-        elif fields.get("HetJobOffset") not in (None, "N/A"):
-            job_id = f"{fields.get('HetJobId')}+{fields['HetJobOffset']}"
-        if job_id in seen or fields.get("_twice"):
-            unread.add(job_id)
-        seen.add(job_id)
+        first = alone.split("\n", 1)[0].rstrip("\r")
+        if _identity(first) == job_id:
+            records[job_id] = [first]
+    out: dict[tuple[str, str], list[int]] = {}
+    budget = sum(len(nodes) for nodes in nodes_of.values())
+    for job_id, lines in records.items():
+        fields = parse_line(lines[0]) if len(lines) == 1 else {}
+        if not fields or fields.get("_twice"):
+            continue
+        found = {}
         try:
             for alloc in fields.get("_alloc") or ():
                 ids = cpu_id_list(str(alloc.get("CPU_IDs") or ""), MAX_CPU_IDS)
-                for node in _hostlist(ctx, str(alloc.get("Nodes") or "")):
-                    out[(job_id, node)] = ids
+                nodes = str(alloc.get("Nodes") or "")
+                names = expand_hostlist(nodes, budget)
+                if names is None:  # (a form only Slurm expands)
+                    names = _hostlist(ctx, nodes)
+                budget -= len(names)
+                if budget < 0:
+                    raise SlurmError(f"more nodes than squeue named ({nodes[:40]!r})")
+                found.update({(job_id, n): ids for n in names if n in nodes_of[job_id]})
         except (ValueError, SlurmError):
-            unread.add(job_id)
-    return {key: ids for key, ids in out.items() if key[0] not in unread}
+            continue
+        out.update(found)
+    return out
 
 
 @contextmanager

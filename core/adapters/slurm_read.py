@@ -299,10 +299,11 @@ def _hostlist_parts(text: str) -> list[str]:
     return [text[a + 1:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
-def expand_hostlist(text: str) -> list[str] | None:
+def expand_hostlist(text: str, limit: int = MAX_HOSTS) -> list[str] | None:
     """``n1``, ``n[1-3,5]``, ``a1,b[2-3]`` expanded here (Slurm's own ``scontrol show
     hostnames`` costs a process); None for what this does not handle (several brackets in
-    one name), which Slurm expands."""
+    one name), which Slurm expands. More than `limit` hosts is `SlurmError`, raised
+    before the range that passes it is expanded."""
     out: list[str] = []
     for part in _hostlist_parts(text):
         if not part:
@@ -326,8 +327,8 @@ def expand_hostlist(text: str) -> list[str] | None:
                                      f"{len(huge[0]):,} digits")
                 return None  # Slurm's to expand, or to refuse (a range that runs backwards)
             width = len(low_text)
-            if len(out) + high - low >= MAX_HOSTS:
-                raise SlurmError(f"hostlist {text[:80]!r}: over {MAX_HOSTS:,} hosts")
+            if len(out) + high - low >= limit:
+                raise SlurmError(f"hostlist {text[:80]!r}: over {limit:,} hosts")
             for number in range(low, high + 1):
                 out.append(f"{prefix}{number:0{width}d}{suffix}")
     return out

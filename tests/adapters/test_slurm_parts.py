@@ -2147,6 +2147,133 @@ def test_a_slurm_nodes_jobs_are_the_engines_form_one_entry_a_cpu_the_job_holds_t
         "n4": ["2/0", "3/1"], "n3": ["1/0"], "n1": ["5/0", "9/0"], "n2": ["5/0"]}
 
 
+
+#: The rest of a pending job's ``scontrol -a -o -d show job`` record past its name, as
+#: 22.05 wrote it for job 9 (`_pending_record`), a line feed ending it.
+_PENDING_REST = (
+    " UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=0 Nice=0 Account=(null) "
+    "QOS=(null) JobState=PENDING Reason=JobHeldUser Dependency=(null) Requeue=1 Restarts=0 "
+    "BatchFlag=1 Reboot=0 ExitCode=0:0 DerivedExitCode=0:0 RunTime=00:00:00 "
+    "TimeLimit=UNLIMITED TimeMin=N/A SubmitTime=2026-12-07T13:58:15 EligibleTime=Unknown "
+    "AccrueTime=Unknown StartTime=Unknown EndTime=Unknown Deadline=N/A SuspendTime=None "
+    "SecsPreSuspend=0 LastSchedEval=2026-12-07T13:58:15 Scheduler=Main Partition=all "
+    "AllocNode:Sid=localhost:6019 ReqNodeList=(null) ExcNodeList=(null) NodeList= NumNodes=1 "
+    "NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* "
+    "TRES=cpu=1,mem=1000M,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* "
+    "CoreSpec=* MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0 Features=(null) "
+    "DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null) "
+    "Command=(null) WorkDir=/tmp/pbsplug-slurm StdErr=/tmp/pbsplug-slurm/slurm-9.out "
+    "StdIn=/dev/null StdOut=/tmp/pbsplug-slurm/slurm-9.out Power= \n")
+
+
+def _pending_record(job_id: int, name: str) -> str:
+    """A held job's record as 22.05 writes it, its name as its owner set it (``sbatch -H
+    -J``; a line break in it is written as it is, so the name starts a line)."""
+    return f"JobId={job_id} JobName={name}{_PENDING_REST}"
+
+
+#: 22.05's record of a running job whose name forges an allocation (job 10 on the tests'
+#: cluster, ``sbatch -w n1 -J 'x NodeList=z Nodes=a[0-99999] CPU_IDs=0-65535'``), on cpu 1
+#: of n1 here (cpu 0 is job 5's in `SHOW_JOB_D`).
+_FORGING_NAME = (
+    "JobId=10 JobName=x NodeList=z Nodes=a[0-99999] CPU_IDs=0-65535 UserId=root(0) "
+    "GroupId=root(0) MCS_label=N/A Priority=4294901752 Nice=0 Account=(null) QOS=(null) "
+    "JobState=RUNNING Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 "
+    "Reboot=0 ExitCode=0:0 DerivedExitCode=0:0 RunTime=00:00:02 TimeLimit=UNLIMITED "
+    "TimeMin=N/A SubmitTime=2026-12-07T13:58:15 EligibleTime=2026-12-07T13:58:15 "
+    "AccrueTime=2026-12-07T13:58:15 StartTime=2026-12-07T13:58:15 EndTime=Unknown "
+    "Deadline=N/A SuspendTime=None SecsPreSuspend=0 LastSchedEval=2026-12-07T13:58:15 "
+    "Scheduler=Main Partition=all AllocNode:Sid=localhost:6019 ReqNodeList=n1 "
+    "ExcNodeList=(null) NodeList=n1 BatchHost=n1 NumNodes=1 NumCPUs=1 NumTasks=1 "
+    "CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=1,node=1,billing=1 Socks/Node=* "
+    "NtasksPerN:B:S:C=0:0:*:* CoreSpec=* JOB_GRES=(null)   Nodes=n1 CPU_IDs=1 Mem=0 GRES= "
+    "MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 "
+    "OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null) Command=(null) "
+    "WorkDir=/tmp/pbsplug-slurm StdErr=/tmp/pbsplug-slurm/slurm-10.out StdIn=/dev/null "
+    "StdOut=/tmp/pbsplug-slurm/slurm-10.out Power= \n")
+
+_HOLDING = "3|n4\n2|n4\n1|n3\n5|n[1-2]\n"
+
+
+def _expanded(monkeypatch, fake):
+    """The hostlists the power run expands from scontrol's job records (`_Hostnames`, and
+    `expand_hostlist` where the power module calls it itself; once scontrol -d was asked,
+    squeue's are expanded before), each with the names it made, in a list."""
+    calls = []
+    detail = ("scontrol", "-a", "-o", "-d", "show", "job")
+
+    def seen(text, names):
+        if detail in fake.asked:
+            calls.append((text, len(names or ())))
+        return names
+
+    monkeypatch.setattr(fake, "hostnames",
+                        lambda text: seen(text, _Hostnames.hostnames(fake, text)))
+    monkeypatch.setattr(slurm_power, "expand_hostlist",
+                        lambda text, *limit: seen(text, expand_hostlist(text, *limit)),
+                        raising=False)
+    return calls
+
+
+def test_a_job_name_that_forges_an_allocation_is_left_out_before_anything_is_expanded(
+        monkeypatch):
+    """A job's name comes before Slurm's NodeList in its record, so a name with ``NodeList=
+    Nodes=a[0-99999] CPU_IDs=0-65535`` added allocations, and each was expanded (up to a
+    million names, 65,536 cpus) before the record was found forged: any user made root's
+    periodic run slow and large. The record, its NodeList there twice, is left out before
+    any of its hostlists is expanded; its job is one entry, the others as they were."""
+    fake = _PowerSlurm(running=_HOLDING + "10|n1\n", detail=SHOW_JOB_D + _FORGING_NAME)
+    calls = _expanded(monkeypatch, fake)
+    assert slurm_power.running_jobs(type("Ctx", (), {"slurm": fake})()) == {
+        "n4": ["2/0", "3/1"], "n3": ["1/0", "1/1"], "n1": ["5/0", "10/0"], "n2": ["5/0"]}
+    assert [text for text, _ in calls if "a[" in text] == []
+
+
+def test_a_power_run_expands_no_more_nodes_than_squeue_named(monkeypatch):
+    """However an allocation reads, one run expands at most as many node names from
+    scontrol's allocations as squeue named (job, node) pairs: the rest is not expanded, its
+    job one entry a node."""
+    wide = SHOW_JOB_D.replace("Nodes=n[1-2] CPU_IDs=0", "Nodes=n[1-99999] CPU_IDs=0")
+    fake = _PowerSlurm(running=_HOLDING, detail=wide)
+    calls = _expanded(monkeypatch, fake)
+    assert slurm_power.running_jobs(type("Ctx", (), {"slurm": fake})()) == {
+        "n4": ["2/0", "3/1"], "n3": ["1/0", "1/1"], "n1": ["5/0"], "n2": ["5/0"]}
+    assert 0 < sum(count for _, count in calls) <= 5  # (2, 3 on n4, 1 on n3, 5 on n1, n2)
+
+
+def test_the_records_of_jobs_that_hold_no_node_are_not_parsed(monkeypatch):
+    """Every record scontrol wrote was parsed, pending jobs' too (100,000 of them were 109
+    MB and 7 s a run). A record whose leading JobId is no job squeue named as holding a
+    node is skipped before it is parsed."""
+    parsed = []
+
+    def parse(line):
+        parsed.append(line.split(" ", 1)[0])
+        return parse_line(line)
+
+    monkeypatch.setattr(slurm_power, "parse_line", parse)
+    pending = "".join(_pending_record(n, "sbatch") for n in range(11, 14))
+    fake = _PowerSlurm(running=_HOLDING, detail=pending + SHOW_JOB_D)
+    assert slurm_power.running_jobs(type("Ctx", (), {"slurm": fake})()) == {
+        "n4": ["2/0", "3/1"], "n3": ["1/0", "1/1"], "n1": ["5/0"], "n2": ["5/0"]}
+    assert sorted(parsed) == ["JobId=1", "JobId=2", "JobId=3", "JobId=5"]
+
+
+@pytest.mark.parametrize("name", [
+    "x\nJobId=1 JobName=y",  # a line as a record starts: job 1 is asked for alone
+    "x\nJobId=1 NodeList=n9 Nodes=n3 CPU_IDs=5",  # the review's: no record's start
+])
+def test_another_jobs_name_with_a_line_break_leaves_a_jobs_cpus_as_they_are(name):
+    """A job name with a line break then ``JobId=1 ...`` (22.05 writes it as it is) made
+    job 1 read twice, and job 1 was one entry, ``1/0``, on a node where it holds two cpus.
+    A record is a job's by its own leading fields alone; a job whose record starts two
+    lines is asked for alone, its answer's first line its record."""
+    fake = _PowerSlurm(running=_HOLDING, detail=_pending_record(9, name) + SHOW_JOB_D,
+                       alone={"1": SHOW_JOB_D.split("\n", 1)[0] + "\n"})
+    assert slurm_power.running_jobs(type("Ctx", (), {"slurm": fake})()) == {
+        "n4": ["2/0", "3/1"], "n3": ["1/0", "1/1"], "n1": ["5/0"], "n2": ["5/0"]}
+
+
 #: ``scontrol show config`` of Slurm 22.05 (no ``--json``: "unrecognized option"), its
 #: first line and those around PrivateData and SlurmUser, copied from the tests' cluster
 #: run with PrivateData=jobs,cloud (Slurm writes its flags in its own order).
@@ -2194,20 +2321,26 @@ class _PowerSlurm(_Hostnames):
     with check=False, which returns its (empty) output."""
 
     def __init__(self, config="", nodes=None, squeue_fails=False, suspended="", running="",
-                 detail=""):
+                 detail="", alone=None):
         self.config, self.squeue_fails = config, squeue_fails
         self.nodes = nodes if nodes is not None else [{"name": "n1", "state": "idle"}]
         #: ``squeue -h -a -t S -o %i|%N``'s answer, and that of the states holding cpus
         #: (what 22.05 prints: id|nodes lines, the nodes a hostlist)
         self.suspended, self.running = suspended, running
-        #: ``scontrol -a -o -d show job``'s answer (`SHOW_JOB_D`)
-        self.detail = detail
+        #: ``scontrol -a -o -d show job``'s answer (`SHOW_JOB_D`), and that of ``... show
+        #: job <id>`` by id
+        self.detail, self.alone = detail, alone or {}
         self.asked: list[tuple[str, ...]] = []
 
     def run(self, *args, check=True):
         self.asked.append(args)
         if args == ("scontrol", "-a", "-o", "-d", "show", "job"):
             return self.detail
+        if args[:6] == ("scontrol", "-a", "-o", "-d", "show", "job"):
+            if args[6] not in self.alone:  # (22.05's words, for a job it does not know)
+                raise SlurmError(f"/usr/bin/{' '.join(args)}: exit status 1: "
+                                 "slurm_load_jobs error: Invalid job id specified")
+            return self.alone[args[6]]
         if args[0] == "scontrol":
             return "SuspendExcNodes         = (null)\nSuspendExcParts         = (null)\n" + (
                 self.config)
