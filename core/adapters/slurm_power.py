@@ -5,22 +5,22 @@ Slurm's power saving is a timer (SuspendTime) plus two programs; PBS_power is a 
 min_node_down_delay) plus drivers. pbsplug keeps the decision the plugin's and the
 bookkeeping Slurm's:
 
-- **The decision** runs as the server ``periodic`` event in ``pbsplug slurm periodic`` on the
-  controller (Slurm has no periodic script: a systemd timer or cron runs it every ``freq``
-  seconds; docs/slurm.md), refused when Slurm's PrivateData hides other users' jobs from
-  its caller (`refuse_hidden_jobs`). Its vnode_list is Slurm's nodes (powered-down ones
-  asleep, so that the plugin wakes them ahead of a reservation or job: they register by
-  themselves), ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts/SuspendExcStates
-  exclude them, last_used_time from Slurm's LastBusyTime, resources_assigned.ncpus from the
-  cpus its jobs hold (the plugin keeps a MIXED node, PBS's free, up), jobs from squeue
-  (those holding cpus there, ``12/0`` a cpu as the engine's: the plugin's reason names
-  them, `running_jobs`), suspended_jobs from ``squeue -t S`` (Slurm leaves such a node
-  IDLE); resv_list from ``scontrol show reservation``; job_list the pending jobs with
-  Slurm's expected start and nodes (``squeue --start``; a squeue that fails is the run's
-  error: nothing is powered off). The hosts the plugin powers off (its driver; their
-  vnodes go to ``sleep``) are handed to Slurm with ``scontrol update nodename=...
-  state=power_down``, recorded first so that the SuspendProgram Slurm then runs does not
-  act twice.
+- **The decision** runs as the server ``periodic`` event in ``pbsplug slurm periodic`` on
+  the controller (Slurm has no periodic script: a systemd timer or cron runs it every
+  ``freq`` seconds; docs/slurm.md), refused when Slurm's PrivateData hides other users' jobs
+  or reservations from its caller (`refuse_hidden_jobs`). Its vnode_list is Slurm's nodes
+  (powered-down ones asleep, so that the plugin wakes them ahead of a reservation or job:
+  they register by themselves), ``poweroff_eligible`` unless
+  SuspendExcNodes/SuspendExcParts/SuspendExcStates exclude them, last_used_time from Slurm's
+  LastBusyTime, resources_assigned.ncpus from the cpus its jobs hold (the plugin keeps a
+  MIXED node, PBS's free, up), jobs from squeue (those holding cpus there, ``12/0`` a cpu as
+  the engine's: the plugin's reason names them, `running_jobs`), suspended_jobs from
+  ``squeue -t S`` (Slurm leaves such a node IDLE); resv_list from ``scontrol show
+  reservation``; job_list the pending jobs with Slurm's expected start and nodes (``squeue
+  --start``; a squeue that fails is the run's error: nothing is powered off). The hosts the
+  plugin powers off (its driver; their vnodes go to ``sleep``) are handed to Slurm with
+  ``scontrol update nodename=... state=power_down``, recorded first so that the
+  SuspendProgram Slurm then runs does not act twice.
 - **SuspendProgram** (Slurm's own timer, or an admin's ``state=power_down``): for nodes not
   in that record, the plugin's periodic hook over those nodes alone, as idle and eligible
   (its driver powers off what its rules allow; what they refuse is logged). A node holding a
@@ -147,26 +147,35 @@ def config_value(ctx: Context, key: str, text: str | None = None) -> str:
 
 
 def refuse_hidden_jobs(ctx: Context, config: str, uid: int) -> None:
-    """`SlurmError` in one line when Slurm's PrivateData hides other users' jobs from `uid`,
-    the run's caller (`config`: ``scontrol show config``'s text; 22.05 has no ``--json``
-    for it and writes ``PrivateData             = cloud,jobs``, every flag for ``all``).
+    """`SlurmError` in one line when Slurm's PrivateData hides other users' jobs, or the
+    reservations it cannot use, from `uid`, the run's caller (`config`: ``scontrol show
+    config``'s text; 22.05 has no ``--json`` for it and writes ``PrivateData             =
+    cloud,jobs``, every flag for ``all``).
 
     With ``jobs`` there, squeue and scontrol show a caller that is neither root nor
     SlurmUser (nor an operator or admin of Slurm's accounting, which pbsplug cannot tell)
-    only its own jobs, ``-a`` or not. The decision would then see no other user's
-    suspended job (Slurm shows its node IDLE) nor pending job, and could power off the
-    nodes they hold or wait for: refused, not warned about (a warning in a log nobody reads
-    would not keep a node up). Slurm runs SuspendProgram and ResumeProgram as SlurmUser,
-    which sees every job."""
+    only its own jobs, ``-a`` or not; with ``reservations``, only the reservations it may
+    use. The decision would then see no other user's suspended job (Slurm shows its node
+    IDLE) nor pending job, or no such reservation, and could power off the nodes they hold
+    or wait for: refused, not warned about (a warning in a log nobody reads would not keep
+    a node up). Slurm runs SuspendProgram and ResumeProgram as SlurmUser, which sees every
+    job and reservation. The caller is pbsplug's own euid: commands of a --bin-dir that
+    run as another user are not told from Slurm's (docs/slurm.md)."""
     value = config_value(ctx, "PrivateData", config)
-    if "jobs" not in {flag.strip().lower() for flag in value.split(",")}:
+    flags = {flag.strip().lower() for flag in value.split(",")}
+    hidden = [what for flag, what in (
+        ("jobs", ("other users' jobs", "their suspended and pending jobs")),
+        ("reservations", ("the reservations it may not use", "those reservations")))
+        if flag in flags]
+    if not hidden:
         return
     slurm_user = re.search(r"\(([0-9]+)\)$", config_value(ctx, "SlurmUser", config))
     if uid == 0 or (slurm_user is not None and int(slurm_user.group(1)) == uid):
         return
-    raise SlurmError(f"PrivateData={quoted(value, 80)} in slurm.conf hides other users' jobs "
-                     f"from uid {uid} (neither root nor SlurmUser): the power decision would "
-                     "not see their suspended and pending jobs and could power off their "
+    raise SlurmError(f"PrivateData={quoted(value, 80)} in slurm.conf hides "
+                     f"{' and '.join(h[0] for h in hidden)} from uid {uid} (neither root nor "
+                     f"SlurmUser): the power decision would not see "
+                     f"{' and '.join(h[1] for h in hidden)} and could power off their "
                      "nodes; run 'pbsplug slurm periodic' as root or SlurmUser")
 
 

@@ -4356,22 +4356,32 @@ def test_a_site_pattern_matches_what_glob3_matches(tmp_path, tail):
     assert slurm_program.site_programs("prolog", pattern) == _glob3(pattern)
 
 
-@pytest.mark.parametrize("config,uid,refused", [
-    (SHOW_CONFIG_PRIVATE_JOBS, 65534, True),
-    (SHOW_CONFIG_PRIVATE_JOBS, 0, False),  # root sees every job
-    (SHOW_CONFIG_PRIVATE_JOBS.replace("root(0)", "slurm(64030)"), 64030, False),  # SlurmUser
-    (SHOW_CONFIG_PRIVATE_JOBS.replace("root(0)", "slurm(64030)"), 65534, True),
-    (SHOW_CONFIG_PRIVATE_JOBS.replace("cloud,jobs", "cloud"), 65534, False),
+_JOBS = ("other users' jobs", "their suspended and pending jobs")
+_RESERVATIONS = ("the reservations it may not use", "those reservations")
+
+
+@pytest.mark.parametrize("config,uid,hidden", [
+    (SHOW_CONFIG_PRIVATE_JOBS, 65534, [_JOBS]),
+    (SHOW_CONFIG_PRIVATE_JOBS, 0, []),  # root sees every job
+    (SHOW_CONFIG_PRIVATE_JOBS.replace("root(0)", "slurm(64030)"), 64030, []),  # SlurmUser
+    (SHOW_CONFIG_PRIVATE_JOBS.replace("root(0)", "slurm(64030)"), 65534, [_JOBS]),
+    (SHOW_CONFIG_PRIVATE_JOBS.replace("cloud,jobs", "cloud"), 65534, []),
+    (SHOW_CONFIG_PRIVATE_JOBS.replace("cloud,jobs", "cloud,reservations"), 65534,
+     [_RESERVATIONS]),
+    (SHOW_CONFIG_PRIVATE_JOBS.replace("cloud,jobs", "cloud,reservations"), 0, []),
     (SHOW_CONFIG_PRIVATE_JOBS.replace("cloud,jobs", "accounts,cloud,events,jobs,nodes,"
-                                      "partitions,reservations,usage,users"), 65534, True),
+                                      "partitions,reservations,usage,users"), 65534,
+     [_JOBS, _RESERVATIONS]),
 ])
 def test_privatedata_jobs_refuses_the_power_decision_of_a_user_it_hides_jobs_from(
-        tmp_path, caplog, monkeypatch, config, uid, refused):
+        tmp_path, caplog, monkeypatch, config, uid, hidden):
     """Slurm's PrivateData=jobs shows a caller that is neither root nor SlurmUser only its
     own jobs, squeue's -a or not: 'pbsplug slurm periodic' run as such a user saw no other
     user's suspended or pending job, and the plugin could power off their nodes. Such a run
     is refused now, in one line naming the setting and what it hides, and nothing is fired;
-    root and SlurmUser (``SlurmUser = slurm(64030)``) see every job and decide as before."""
+    root and SlurmUser (``SlurmUser = slurm(64030)``) see every job and decide as before.
+    PrivateData=reservations (only the reservations a caller may use shown) is refused so
+    too: the decision keeps a reservation's nodes up."""
     fired = []
 
     class Runner:
@@ -4386,12 +4396,12 @@ def test_privatedata_jobs_refuses_the_power_decision_of_a_user_it_hides_jobs_fro
                                _PowerSlurm(config=config))
     answer = slurm_bridge.dispatch(ctx, {"script": "periodic", "env": {}, "argv": []})
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    if not refused:
+    if not hidden:
         assert answer["exit"] == 0 and fired == ["periodic"] and lines == []
         return
     assert answer["exit"] == 1 and fired == []
     [line] = lines
-    assert "PrivateData=" in line and "jobs" in line and "\n" not in line
-    assert (f"in slurm.conf hides other users' jobs from uid {uid} (neither root nor "
-            "SlurmUser): the power decision would not see their suspended and pending jobs"
-            in line)
+    assert "PrivateData=" in line and "\n" not in line
+    assert (f"in slurm.conf hides {' and '.join(h[0] for h in hidden)} from uid {uid} "
+            "(neither root nor SlurmUser): the power decision would not see "
+            f"{' and '.join(h[1] for h in hidden)} and could power off their nodes" in line)
