@@ -302,7 +302,9 @@ def test_a_nodes_jobs_name_each_cpu_their_jobs_hold_there(slurm, tmp_path):
     """The periodic event's vnode ``jobs`` in the engine's form, one ``<job id>/<cpu>`` a
     cpu: a job of gpu on n3's cpu 0 and one of the hidden partition on its cpu 1, and one
     job on both cpus of n1 and of n2; read as a caller Slurm hides that partition from (a
-    --bin-dir whose squeue and scontrol run as nobody: both are asked with ``-a``)."""
+    --bin-dir whose squeue and scontrol run as nobody: both are asked with ``-a``). A held
+    job whose name is a line break then ``JobId=<the wide job> JobName=y`` (scontrol
+    writes it as it is) leaves the wide job's cpus as they are: it is asked for alone."""
     from pbsplug.adapters import slurm_power
     from pbsplug.adapters.slurm_read import Slurm
 
@@ -319,6 +321,8 @@ def test_a_nodes_jobs_name_each_cpu_their_jobs_hold_there(slurm, tmp_path):
                           "/dev/null", script=sleeper)
     for job in (hidden, wide):
         cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    cluster.sbatch("-H", "-p", "all", "-n", "1", "-o", "/dev/null", "-J",
+                   f"x\nJobId={wide} JobName=y", script=sleeper)
     bin_dir = unprivileged_commands(tmp_path / "bin", as_user=("squeue", "scontrol"))
     ctx = type("Ctx", (), {"slurm": Slurm(str(bin_dir), str(cluster.conf))})()
     assert slurm_power.running_jobs(ctx) == {
