@@ -107,6 +107,11 @@ def check_resources(res: Mapping[str, Any]) -> None:
 #: server shutting down answers one: the stop's doing, never the hooks' error.
 STOPPING = "System error: the server is stopping"
 
+#: A request refused because another changed what it changes, or deleted or made its vnode,
+#: while its hooks ran (`Engine.vnode_steps`); PBSE_SYSTEM, nothing of it written.
+CHANGED_MEANWHILE = ("System error: vnode {} changed while the command's hooks ran; nothing "
+                     "of the command is done, run it again")
+
 
 def stopped(outcome: Outcome, stopping: bool) -> bool:
     """Whether the runner gave one of `outcome`'s hooks up for the server's stop (a SIGTERM

@@ -22,15 +22,15 @@ names; a reject refuses the command with 15136 and the hook's text. Then a node'
 or unset fires ``modifyvnode`` for each vnode as the command leaves it. Every hook of a
 command is judged before anything of it is written, outside any transaction, and the server
 serves while they run (`Engine._drive`: a hook may itself ask the server for something);
-what they accepted is then written in one transaction, once the vnodes they were shown are
-seen unchanged (another request may have changed one meanwhile: the command is refused,
-nothing of it written). A refusal at any object leaves every object as it was, and the
-vnodes of a command refused by a management hook are told no change.
+what they accepted is then written in one transaction, on top of the vnodes as they are
+then (`Engine.vnode_steps`: another request's write meanwhile is kept, and one to what the
+command changes refuses it, nothing of it written). A refusal at any object leaves every
+object as it was, and the vnodes of a command refused by a management hook are told no
+change.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
@@ -58,9 +58,6 @@ PBSE_MIXENTLIMS = 15141
 PBSE_RESCBUSY = 15174
 PBSE_HOOKERROR = 15136
 PBSE_SCHED_NO_DEL = 15214
-#: A vnode a command's hooks were shown that another request changed while they ran.
-CHANGED_MEANWHILE = ("System error: vnode {} changed while the command's hooks ran; nothing "
-                     "of the command is done, run it again")
 MAX_SCHED_NAME = 15
 
 #: PBS's old-style limits (a queue's max_queuable is one too) and its new-style, entity ones,
@@ -298,40 +295,40 @@ class Manager:
         seen = eng.store.changes
         for name in names:
             yield from self._management(caller, cmd, name)
-        judged: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         if cmd.obj_type == "node" and cmd.verb != "delete":
-            planned = {name: self._node_change(cmd, name, objects, defs) for name in names}
-            for name, (old, new) in planned.items():  # (`old` kept as read, to compare)
-                outcome = yield from self._asked("modifyvnode", caller, name,
-                                                 eng.modifyvnode_objects(
-                                                     name, copy.deepcopy(old), new))
-                try:
-                    judged[name] = (old, eng.vnode_judged(name, new, outcome, caller))
-                except PbsError as err:  # (`refuse_if_stopped`'s, the one it raises)
-                    raise QmgrError(err.code, err.message, obj_type="node",
-                                    obj_name=name) from None
-        with eng.store.transaction() as st:
-            if eng.store.changes != seen or cmd.obj_type == "hook":
-                objects = self.objects(cmd.obj_type)  # (others' requests ran meanwhile)
-            for name in names:
-                if name in judged:
-                    old, attrs = judged[name]
-                    if self._node_change(cmd, name, objects, defs)[0] != old:
-                        raise QmgrError(PBSE_SYSTEM, CHANGED_MEANWHILE.format(name),
-                                        obj_type="node", obj_name=name)
-                    st.put("node", name, attrs)
-                elif cmd.obj_type == "hook":
-                    self._hook(cmd, name, objects.get(name), defs)
-                elif cmd.verb == "create":
-                    self._create(cmd, name, objects, defs)
-                elif name not in objects:  # (deleted meanwhile)
-                    raise self._unknown(cmd.obj_type, name)
-                elif cmd.verb == "delete":
-                    self._delete(cmd.obj_type, name, objects[name])
-                else:
-                    self._change(cmd, name, objects[name], defs)
-        for name in judged:
-            eng.vnode_written(name)
+            named = {op.full_name for op in cmd.attrs}
+            planned = {name: (*self._node_change(cmd, name, objects, defs), named)
+                       for name in names}
+
+            def fresh(name: str) -> dict[str, Any]:
+                """Vnode `name`'s stored row now, the command checked again on it."""
+                nonlocal objects, seen
+                if eng.store.changes != seen:  # (others' requests ran meanwhile)
+                    objects, seen = self.objects("node"), eng.store.changes
+                return self._node_change(cmd, name, objects, defs)[0]
+
+            try:
+                yield from eng.vnode_steps(caller, planned, fresh)
+            except QmgrError:
+                raise
+            except PbsError as err:  # (the stop's, CHANGED_MEANWHILE)
+                raise QmgrError(err.code, err.message, obj_type="node",
+                                obj_name=err.obj or "") from None
+        else:
+            with eng.store.transaction():
+                if eng.store.changes != seen or cmd.obj_type == "hook":
+                    objects = self.objects(cmd.obj_type)  # (others' requests ran meanwhile)
+                for name in names:
+                    if cmd.obj_type == "hook":
+                        self._hook(cmd, name, objects.get(name), defs)
+                    elif cmd.verb == "create":
+                        self._create(cmd, name, objects, defs)
+                    elif name not in objects:  # (deleted meanwhile)
+                        raise self._unknown(cmd.obj_type, name)
+                    elif cmd.verb == "delete":
+                        self._delete(cmd.obj_type, name, objects[name])
+                    else:
+                        self._change(cmd, name, objects[name], defs)
         for name in names:
             eng.log(LOG_ADMIN, cmd.obj_type.capitalize(), name,
                     f"{cmd.text.strip()} at request of {caller.user}@{eng.host}")

@@ -31,6 +31,7 @@ from .. import lifecycle, units, values
 from ..events import Event, message_text
 from ..lifecycle import DELETED_BY
 from ..objects import (
+    RESOURCE_ATTRIBUTES,
     Job,
     PbsObject,
     Queue,
@@ -66,6 +67,7 @@ from .assigned import SERVER as ALL_QUEUES
 from .assigned import Assigned
 from .cpuslots import CpuSlots
 from .errors import (
+    CHANGED_MEANWHILE,
     PBSE_ATTRRO,
     PBSE_BADATVAL,
     PBSE_BADSTATE,
@@ -289,6 +291,31 @@ class _Asking:
 #: event's (type, caller, objects) and is sent its `Outcome`, or None when the server's stop
 #: gave its hooks up; it returns the request's answer.
 RequestSteps = typing.Generator[tuple[str, "Caller", dict[str, Any]], "Outcome | None", Any]
+
+
+def _row_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes stored row `before` into `after`, as `apply_to_attrs` applies it: each
+    attribute changed (None: unset), a resource mapping's resources each."""
+    changes: dict[str, Any] = {}
+    for key in before.keys() | after.keys():
+        was, now = before.get(key), after.get(key)
+        if was == now:
+            continue
+        if key in RESOURCE_ATTRIBUTES and type(was) is dict and type(now) is dict:
+            changes[key] = {r: now.get(r) for r in was.keys() | now.keys()
+                            if was.get(r) != now.get(r)}
+        else:
+            changes[key] = now
+    return changes
+
+
+def _touched(changes: Mapping[str, Any]) -> set[str]:
+    """The attributes `_row_changes` changes, a resource's by its full name
+    (``resources_available.mem``)."""
+    return {f"{key}.{r}" for key, value in changes.items() if key in RESOURCE_ATTRIBUTES
+            and type(value) is dict for r in value} | {
+        key for key, value in changes.items()
+        if key not in RESOURCE_ATTRIBUTES or type(value) is not dict}
 
 
 class _Waits(Exception):
@@ -2965,6 +2992,41 @@ class Engine:
     def vnode_written(self, name: str) -> None:
         self._seen_states.pop(name, None)
         self.want_cycle = True
+
+    def vnode_steps(self, caller: Caller,
+                    planned: Mapping[str, tuple[dict[str, Any], dict[str, Any], set[str]]],
+                    fresh: Callable[[str], dict[str, Any] | None]) -> RequestSteps:
+        """A client's change to vnodes (a qmgr command's), judged, then written.
+        `planned`: each vnode's stored row as the request read it, the row the request
+        makes of it, and the attributes the request names (``resources_available.mem``).
+        Each vnode's modifyvnode hooks are asked for in turn (`_drive`: the server serves
+        while they run); then, in one transaction, each vnode is read again (`fresh`: its
+        stored row, or None; it may refuse the request itself) and what the request and its
+        hooks changed is written on top of it. Another request's or the server's write
+        meanwhile (a job's start: last_state_change_time) is kept; one that touched what
+        this one changes (its named attributes, what it or a hook changed), or a vnode
+        deleted or made meanwhile, refuses the request, nothing of it written (15010,
+        `CHANGED_MEANWHILE`). The server's stop while a hook runs refuses it (`STOPPING`)."""
+        judged = {}
+        for name, (old, new, named) in planned.items():
+            outcome = yield "modifyvnode", caller, self.modifyvnode_objects(
+                name, copy.deepcopy(old), new)
+            if outcome is None:  # (its chain given up for the server's stop)
+                raise PbsError(PBSE_SYSTEM, STOPPING, obj=name)
+            ours = _row_changes(old, self.vnode_judged(name, new, outcome, caller))
+            # (last_state_change_time follows a state change: the change's own, not asked)
+            judged[name] = (old, ours, _touched(ours) - {"last_state_change_time"} | named)
+        with self.store.transaction() as st:
+            for name, (old, ours, asked) in judged.items():
+                now = fresh(name)
+                theirs = _touched(_row_changes(old, now or {}))
+                if (not now) != (not old) or any(a == t or t.startswith(f"{a}.") or
+                                                 a.startswith(f"{t}.")
+                                                 for a in asked for t in theirs):
+                    raise PbsError(PBSE_SYSTEM, CHANGED_MEANWHILE.format(name), obj=name)
+                st.put("node", name, attrs_after(now or {}, ours))
+        for name in judged:
+            self.vnode_written(name)
 
     def req_shutdown(self, caller: Caller) -> str:
         if caller.role != ROLE_MANAGER:

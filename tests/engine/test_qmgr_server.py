@@ -3,7 +3,9 @@ management event, and job dependencies."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 
 import pytest
 
@@ -530,6 +532,51 @@ def test_a_vnode_changed_while_the_commands_hooks_ran_refuses_the_command(dists,
     node = engine.nodes()["a"]
     assert node["comment"] == "by the hook"
     assert "mem" not in node.get("resources_available", {})
+
+
+def _held_modifyvnode(dists, root, comment: str) -> str:
+    """A modifyvnode hook that, for a vnode whose comment is `comment`, touches
+    ``root/started`` and waits until the test opens the fifo ``root/gate`` to write."""
+    os.mkfifo(root / "gate")
+    return plugin(dists, "held", f"""
+        @hookimpl
+        def modifyvnode(event):
+            if event.vnode.comment == {comment!r}:
+                open({str(root / "started")!r}, "w").close()
+                with open({str(root / "gate")!r}) as gate:  # (until the test writes to it)
+                    gate.read()
+        """, ("modifyvnode",), alarm=300)
+
+
+def test_the_servers_write_to_a_vnode_while_the_commands_hooks_ran_is_kept_with_it(
+        dists, make_engine, engine_root):
+    """While `set node a comment = x` waits for its modifyvnode hook, a job starts and ends
+    on a (the server writes a's last_state_change_time and last_used_time): the command
+    is written on top of those writes, both kept. (It was refused with 15010: any write to
+    a's row meanwhile refused it.)"""
+    engine = make_engine(_held_modifyvnode(dists, engine_root, "x"))
+    assert qmgr(engine, "create node a resources_available.ncpus = 1").returncode == 0
+    command = subprocess.Popen([PBSPLUG, "qmgr", "-c", "set node a comment = x"],
+                               env=engine.env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
+    shown = engine.nodes()["a"]  # (the job's writes must differ: a later second than these)
+    until(lambda: time.time() >= max(shown["last_state_change_time"],
+                                     shown.get("last_used_time", 0)) + 1, what="a new second")
+    job_id = engine.submit(Resource_List={"select": "1:ncpus=1:vnode=a"})
+    assert engine.wait(job_id)["exec_vnode"] == "(a:ncpus=1)"
+    written = engine.nodes()["a"]
+    assert "comment" not in written
+    assert written["last_used_time"] > shown.get("last_used_time", 0)
+    assert written["last_state_change_time"] > shown["last_state_change_time"]
+    with open(engine_root / "gate", "w"):
+        pass
+    out, err = command.communicate(timeout=60)
+    assert (command.returncode, out, err) == (0, "", "")
+    node = engine.nodes()["a"]
+    assert node["comment"] == "x"
+    assert (node["last_used_time"], node["last_state_change_time"]) == (
+        written["last_used_time"], written["last_state_change_time"])
 
 
 def test_a_server_stopped_while_a_qmgr_commands_hook_runs_refuses_the_command(
