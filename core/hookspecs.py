@@ -157,9 +157,9 @@ def modifyvnode(event: Event) -> None:
 
     Carries ``event.vnode`` (as the change leaves it) and ``event.vnode_o`` (as it was);
     read-only. ``event.requestor`` is the user who ran pbsnodes or qmgr (root for the
-    engine's own). Fired before the change is written; a qmgr command's once every
-    management hook of the command accepted, while the server serves (the hook may make
-    requests of it). Reject: logged only; the change is made.
+    engine's own). Fired before the change is written; a pbsnodes or qmgr change's while
+    the server serves (the hook may make requests of it), a qmgr command's once every
+    management hook of the command accepted. Reject: logged only; the change is made.
     """
 
 

@@ -199,8 +199,8 @@ class _Listener:
         self.drops: dict[tuple[int, str], list[float]] = {}  # -> [last logged, not logged]
         self.poll_failure: tuple[str, float] = ("", 0.0)  # the last one logged, and when
         #: Requests whose answer waits for hook chains the server steps meanwhile (a qdel
-        #: of a job whose execjob_preterm has a pbsuser hook, a qmgr command with hooks):
-        #: answered once complete.
+        #: of a job whose execjob_preterm has a pbsuser hook, a qmgr or pbsnodes command
+        #: with hooks): answered once complete.
         self.parked: dict[_Connection, LaterAnswer] = {}
 
     # -- the loop -------------------------------------------------------------------------------

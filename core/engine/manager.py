@@ -23,10 +23,10 @@ or unset fires ``modifyvnode`` for each vnode as the command leaves it. Every ho
 command is judged before anything of it is written, outside any transaction, and the server
 serves while they run (`Engine._drive`: a hook may itself ask the server for something);
 what they accepted is then written in one transaction, on top of the vnodes as they are
-then (`Engine.vnode_steps`: another request's write meanwhile is kept, and one to what the
-command changes refuses it, nothing of it written). A refusal at any object leaves every
-object as it was, and the vnodes of a command refused by a management hook are told no
-change.
+then (`Engine.vnode_steps`, pbsnodes' too: another request's write meanwhile is kept, and
+one to what the command changes refuses it, nothing of it written). A refusal at any
+object leaves every object as it was, and the vnodes of a command refused by a management
+hook are told no change.
 """
 
 from __future__ import annotations

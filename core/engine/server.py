@@ -257,8 +257,8 @@ class LaterAnswer:
     def __init__(self) -> None:
         self.results: list[dict[str, Any]] = []
         self.missing = 0
-        #: A request's whole answer, when it is not `results` (a qmgr's: `_Asking`), or the
-        #: error it is answered with instead.
+        #: A request's whole answer, when it is not `results` (a qmgr's, a pbsnodes':
+        #: `_Asking`), or the error it is answered with instead.
         self.value: Any = None
         self.error: PbsError | None = None
 
@@ -275,10 +275,10 @@ class LaterAnswer:
 
 
 class _Asking:
-    """A request whose hooks run while the server serves (a qmgr command's, `Engine._drive`:
-    a hook may ask the server for something meanwhile): `steps`, the request's generator,
-    asks for one event's outcome at a time; `pending` is the chain of `event` it waits for,
-    stepped by `Engine.poll_asking`, and `later` its answer."""
+    """A request whose hooks run while the server serves (a qmgr command's, a pbsnodes',
+    `Engine._drive`: a hook may ask the server for something meanwhile): `steps`, the
+    request's generator, asks for one event's outcome at a time; `pending` is the chain of
+    `event` it waits for, stepped by `Engine.poll_asking`, and `later` its answer."""
 
     def __init__(self, event: str, pending: Pending, steps: RequestSteps, later: LaterAnswer):
         self.event = event
@@ -2890,8 +2890,9 @@ class Engine:
         return text
 
     def req_node_state(self, caller: Caller, names: list[str], offline: bool | None = None,
-                       comment: str | None = None) -> None:
-        """pbsnodes -o / -r / -C; modifyvnode fires for each change."""
+                       comment: str | None = None) -> Any:
+        """pbsnodes -o / -r / -C; each vnode's modifyvnode hooks judge its change before it
+        is written, while the server serves (`vnode_steps`, as a qmgr command's)."""
         if not caller.privileged:
             raise PbsError(PBSE_PERM)
         if comment is not None:
@@ -2903,6 +2904,9 @@ class Engine:
         for name in names:
             if name not in nodes:
                 raise PbsError(PBSE_UNKNODE, obj=name)
+        named = ({"state"} if offline is not None else set()) | (
+            {"comment"} if comment is not None else set())
+        planned = {}
         for name in names:
             old = nodes[name]
             new = dict(old)
@@ -2917,7 +2921,10 @@ class Engine:
                 new["comment"] = comment
             elif comment is not None:  # (-C "": PBS unsets it, checked; no empty line)
                 new.pop("comment", None)
-            self._set_node(name, old, new, caller)
+            planned[name] = (old, new, named)
+        return self._drive(self.vnode_steps(caller, planned,
+                                            functools.partial(self.store.get, "node")),
+                           defer=self.defer_answers)
 
     def _track_states(self) -> None:
         """last_state_change_time follows every state change, the ones the jobs cause
@@ -2996,7 +3003,7 @@ class Engine:
     def vnode_steps(self, caller: Caller,
                     planned: Mapping[str, tuple[dict[str, Any], dict[str, Any], set[str]]],
                     fresh: Callable[[str], dict[str, Any] | None]) -> RequestSteps:
-        """A client's change to vnodes (a qmgr command's), judged, then written.
+        """A client's change to vnodes (pbsnodes', a qmgr command's), judged, then written.
         `planned`: each vnode's stored row as the request read it, the row the request
         makes of it, and the attributes the request names (``resources_available.mem``).
         Each vnode's modifyvnode hooks are asked for in turn (`_drive`: the server serves
@@ -4747,8 +4754,9 @@ class Engine:
         deleted" while the array's deletion stood, and the subjob ran on to its end. The
         socket server calls this before it answers the requests still waiting (their
         answers are these), and `close` again (nothing left then). A request waiting for
-        its hooks (`asking`: a qmgr's) is refused as its hooks' stop refuses it
-        (`STOPPING`), nothing of it written; every later chain it asks for is given up so."""
+        its hooks (`asking`: a qmgr's, a pbsnodes') is refused as its hooks' stop refuses
+        it (`STOPPING`), nothing of it written; every later chain it asks for is given up
+        so."""
         for asking in self.asking:
             asking.pending.cancel()
         asking_list, self.asking = self.asking, []

@@ -449,10 +449,15 @@ def test_an_attribute_of_the_other_queue_type_is_refused(engine):
                          "with attribute kill_delay\nqmgr: Error (15026) returned from server\n")
 
 
-def test_a_modifyvnode_hook_may_ask_the_server_to_write_while_it_runs(dists, make_engine):
-    """A qmgr command's modifyvnode hook that sends the server a request which writes (a
-    qsub, through the socket) has it answered while it runs: the server serves while the
-    hook runs, nothing held for it. (It waited for the hook's alarm, which killed it.)"""
+@pytest.mark.parametrize("command", [("qmgr", "-c", "create node a comment = ask"),
+                                     ("pbsnodes", "-o", "-C", "ask", "a")])
+def test_a_modifyvnode_hook_may_ask_the_server_to_write_while_it_runs(dists, make_engine,
+                                                                      command):
+    """A qmgr command's or a pbsnodes change's modifyvnode hook that sends the server a
+    request which writes (a qsub, through the socket) has it answered while it runs: the
+    server serves while the hook runs, nothing held for it; the change is made once the hook
+    ends. (It waited for the hook's alarm, which killed it: pbsnodes' did until its hooks
+    took qmgr's path.)"""
     site = plugin(dists, "asks", """
         import os
         from pathlib import Path
@@ -461,20 +466,26 @@ def test_a_modifyvnode_hook_may_ask_the_server_to_write_while_it_runs(dists, mak
 
         @hookimpl
         def modifyvnode(event):
+            if event.vnode.comment != "ask":
+                return
             job = Client(Home(Path(os.environ["PBSPLUG_HOME"])), timeout=600)(
                 "submit", attrs={"Hold_Types": "u"}, argv=["/bin/true"])
             with open(os.path.join(os.environ["PBSPLUG_HOME"], "asked"), "a") as out:
                 out.write(f"{event.vnode.name} {job}\\n")
         """, ("modifyvnode",), alarm=5)
     engine = make_engine(site)
-    done = qmgr(engine, "create node extra")
+    if command[0] == "pbsnodes":
+        assert qmgr(engine, "create node a").returncode == 0
+    done = engine.pbs(*command)
     assert (done.returncode, done.stderr) == (0, "")
     assert (engine.root / "asked").exists(), engine.log()
     [line] = (engine.root / "asked").read_text().splitlines()
     name, job_id = line.split()
-    assert name == "extra"
+    assert name == "a"
     assert engine.job(job_id)["job_state"] == "H"
-    assert "extra" in engine.nodes()
+    node = engine.nodes()["a"]
+    assert (node["comment"], node["state"]) == (
+        "ask", "offline" if command[0] == "pbsnodes" else "free")
 
 
 def test_a_command_refused_for_one_node_runs_no_modifyvnode_hook_and_changes_none(
