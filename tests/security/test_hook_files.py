@@ -48,6 +48,13 @@ def held():
     return out
 
 
+def put(path, text):
+    # written whole or not at all: the test reads the file as soon as it is there
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    os.replace(part, path)
+
+
 def act(event):
     # What to do on this event: the test writes it into CONTROL/<event>, once.
     try:
@@ -56,21 +63,21 @@ def act(event):
     except FileNotFoundError:
         return
     if what == "list":
-        (CONTROL / f"{event.type}.held").write_text(json.dumps(held()))
+        put(CONTROL / f"{event.type}.held", json.dumps(held()))
     elif what == "helper":  # a daemonised helper that outlives the hook and its process
         pid = os.fork()
         if pid == 0:
             try:
                 os.setsid()
                 if os.fork() == 0:
-                    (CONTROL / "helper.pid").write_text(str(os.getpid()))
+                    put(CONTROL / "helper.pid", str(os.getpid()))
                     time.sleep(120)
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
     elif what == "clobber":  # every descriptor above 2 taken for the hook's own
         found = held()
-        (CONTROL / f"{event.type}.clobbered").write_text(json.dumps(found))
+        put(CONTROL / f"{event.type}.clobbered", json.dumps(found))
         for fd in found:
             if fd > 2:
                 for step in (lambda: os.write(fd, JUNK), lambda: os.close(fd)):
@@ -128,6 +135,14 @@ def submit_raw(engine, timeout: float = 15.0) -> bytes:
     return data
 
 
+def order(control, event: str, what: str) -> None:
+    """What the hook is to do on `event`, written whole (the periodic hook reads and
+    removes it at any moment: a file read before its text was in did nothing)."""
+    part = control / f"{event}.part"
+    part.write_text(what)
+    os.replace(part, control / event)
+
+
 def essentials(attrs: dict) -> tuple:
     return tuple(attrs.get(k) for k in ("job_state", "Hold_Types", "Job_Owner", "queue",
                                         "Resource_List", "Job_Name"))
@@ -136,7 +151,7 @@ def essentials(attrs: dict) -> tuple:
 def test_a_root_hooks_process_holds_only_stdio_and_its_report_pipe(files_engine, control):
     engine = files_engine
     for event in EVENTS:
-        (control / event).write_text("list")
+        order(control, event, "list")
     job_id = engine.submit("sleep 1000\n")
     for event in EVENTS:
         until((control / f"{event}.held").exists, timeout=60, what=f"the {event} hook")
@@ -156,7 +171,7 @@ def test_a_root_hooks_process_holds_only_stdio_and_its_report_pipe(files_engine,
 
 def test_a_helper_a_hook_leaves_running_holds_nothing_of_the_servers(files_engine, control):
     engine = files_engine
-    (control / "queuejob").write_text("helper")
+    order(control, "queuejob", "helper")
     helper = None
     try:
         # the client whose qsub ran the hook: its connection ends with the answer
@@ -197,7 +212,7 @@ def test_a_hook_that_writes_to_and_closes_every_descriptor_harms_nothing(event, 
     others = engine.submit("sleep 1000\n", Job_Name="others", Hold_Types="u")
     before = essentials(engine.job(others))
 
-    (control / event).write_text("clobber")
+    order(control, event, "clobber")
     if event == "queuejob":  # the client gets PBS's answer, not the hook's junk
         done = engine.pbs("qsub", "--", "/bin/true", cwd=engine.work)
         assert (done.returncode, done.stderr) == (15136 % 256, f"qsub: {EXC}\n")
