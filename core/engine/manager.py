@@ -296,6 +296,9 @@ class Manager:
         for name in names:
             yield from self._management(caller, cmd, name)
         if cmd.obj_type == "node" and cmd.verb != "delete":
+            if eng.store.changes != seen:  # (the management hooks ran while others wrote:
+                # the command applies to the vnodes as they are now, not as first read)
+                objects, seen = self.objects("node"), eng.store.changes
             named = {op.full_name for op in cmd.attrs}
             planned = {name: (*self._node_change(cmd, name, objects, defs), named)
                        for name in names}

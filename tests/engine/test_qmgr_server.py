@@ -590,6 +590,45 @@ def test_the_servers_write_to_a_vnode_while_the_commands_hooks_ran_is_kept_with_
         written["last_used_time"], written["last_state_change_time"])
 
 
+def test_a_vnode_change_made_while_the_management_hooks_ran_is_kept(dists, make_engine):
+    """A management hook that offlines the vnode (a pbsnodes -o through the server) while
+    `set node a resources_available.mem` is judged: the command then applies to the vnode
+    as it is, offline with its comment. It was made of the vnode as first read, before the
+    management hooks, and written back whole: the offline and the comment were lost, and
+    the modifyvnode hook was told of a change back to free nobody asked for."""
+    site = plugin(dists, "offlines", """
+        import os
+        from pathlib import Path
+        from pbsplug.engine.client import Client
+        from pbsplug.engine.home import Home
+
+        @hookimpl
+        def management(event):
+            m = event.management
+            if m["cmd"] == "set" and m["objtype"] == "node":
+                Client(Home(Path(os.environ["PBSPLUG_HOME"])), timeout=60)(
+                    "node_state", names=[m["objname"]], offline=True,
+                    comment="offlined by the hook")
+        """, ("management",)) + plugin(dists, "told", """
+        import os
+
+        @hookimpl
+        def modifyvnode(event):
+            with open(os.path.join(os.environ["PBSPLUG_HOME"], "told"), "a") as out:
+                out.write(f"{event.vnode_o.state} -> {event.vnode.state}\\n")
+        """, ("modifyvnode",))
+    engine = make_engine(site)
+    assert qmgr(engine, "create node a").returncode == 0
+    (engine.root / "told").unlink()
+    done = qmgr(engine, "set node a resources_available.mem = 3gb")
+    assert done.returncode == 0, done.stderr
+    node = engine.nodes()["a"]
+    assert "offline" in str(node["state"]) and node.get("comment") == "offlined by the hook", node
+    assert node["resources_available"]["mem"] == "3gb", node
+    told = (engine.root / "told").read_text().splitlines()
+    assert told[-1].endswith("-> offline"), told  # (the command's own: offline stays)
+
+
 def test_a_server_stopped_while_a_qmgr_commands_hook_runs_refuses_the_command(
         dists, make_engine, engine_root):
     """The command waits for its hook while the server serves; the server's stop gives the
