@@ -29,7 +29,7 @@ from .errors import (
 from .home import LOG_ADMIN, LOG_JOB, LOG_SYSTEM
 
 if TYPE_CHECKING:
-    from .server import Caller, Engine
+    from .server import Caller, Engine, RequestSteps
 
 #: A qselect criterion: a test of a job's attributes.
 _Test = Callable[[dict[str, Any]], bool]
@@ -546,10 +546,26 @@ class JobControl:
                 f"{eng.host}")
 
     # -- qstart, qstop, qenable, qdisable ----------------------------------------------------------
-    def queue_state(self, caller: Caller, name: Any, attribute: str, on: bool) -> None:
+    def queue_state(self, caller: Caller, names: list[str], attribute: str, on: bool
+                    ) -> RequestSteps:
+        """qstart/qstop (`attribute` started) and qenable/qdisable (enabled) of each queue
+        in turn: ``[{"id": name}]`` or ``[{"id": name, "error": {...}}]`` per queue, its
+        management hooks asked of the request's driver (`Engine._drive`: the server serves
+        while they run, as for qmgr)."""
+        results: list[dict[str, Any]] = []
+        for name in names:
+            try:
+                yield from self._queue_state(caller, name, attribute, on)
+                results.append({"id": name})
+            except PbsError as err:
+                results.append({"id": name, "error": err.to_dict()})
+        return results
+
+    def _queue_state(self, caller: Caller, name: Any, attribute: str, on: bool
+                     ) -> RequestSteps:
         """`attribute` (started or enabled) of queue `name` set to `on`, by an operator or
         a manager (anyone else: 15007, whatever the queue); an unknown queue is 15018. The
-        change is qmgr's (``set queue NAME started = True``): its rules and log."""
+        change is qmgr's (``set queue NAME started = True``): its rules, hooks and log."""
         eng = self.engine
         if attribute not in ("started", "enabled") or not isinstance(on, bool):
             raise PbsError(PBSE_IVALREQ, "Invalid request: started or enabled, true or false")
@@ -559,7 +575,8 @@ class JobControl:
             raise PbsError(PBSE_PERM, obj=name)
         if eng.store.get("queue", name) is None:
             raise PbsError(PBSE_UNKQUE, obj=name)
-        answer = eng.manager.run(caller, f"set queue {name} {attribute} = {on}", one=True)
+        answer = yield from eng.manager.steps(caller, f"set queue {name} {attribute} = {on}",
+                                              one=True)
         if answer.get("errors"):
             line = answer["errors"][0]
             raise PbsError(int(answer.get("code") or PBSE_IVALREQ),

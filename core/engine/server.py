@@ -3179,10 +3179,14 @@ class Engine:
         return each(ids, once)
 
     def req_queue_state(self, caller: Caller, names: list[str], attribute: str,
-                        on: bool) -> list[dict[str, Any]]:
+                        on: bool) -> Any:
         """qstart/qstop (`attribute` started) and qenable/qdisable (enabled), each queue
-        in turn (`JobControl.queue_state`)."""
-        return each(names, lambda name: self.control.queue_state(caller, name, attribute, on))
+        in turn (`JobControl.queue_state`); their management hooks run while the server
+        serves (`_drive`), as a qmgr command's."""
+        if not isinstance(names, list):
+            raise PbsError(PBSE_IVALREQ, "Invalid request: names is a list of queue names")
+        return self._drive(self.control.queue_state(caller, names, attribute, on),
+                           defer=self.defer_answers)
 
     def req_terminate(self, caller: Caller, mode: str = "quick") -> str:
         """qterm -t `mode` (`JobControl.terminate`)."""

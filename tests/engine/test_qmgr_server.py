@@ -488,6 +488,39 @@ def test_a_modifyvnode_hook_may_ask_the_server_to_write_while_it_runs(dists, mak
         "ask", "offline" if command[0] == "pbsnodes" else "free")
 
 
+@pytest.mark.parametrize("command", [("qenable", "workq"), ("qstop", "workq")])
+def test_a_queue_commands_management_hook_may_ask_the_server_while_it_runs(
+        dists, make_engine, command):
+    """qenable, qdisable, qstart and qstop are qmgr's ``set queue`` (PBS's management
+    event): a management hook that sends the server a request (a qsub, through the socket)
+    has it answered while it runs, as for qmgr. (They ran the hook in the server's one
+    thread: the hook waited for its own qsub until its alarm killed it, and the command
+    failed, every other client waiting meanwhile.)"""
+    site = plugin(dists, "asks", """
+        import os
+        from pathlib import Path
+        from pbsplug.engine.client import Client
+        from pbsplug.engine.home import Home
+
+        @hookimpl
+        def management(event):
+            job = Client(Home(Path(os.environ["PBSPLUG_HOME"])), timeout=600)(
+                "submit", attrs={"Hold_Types": "u"}, argv=["/bin/true"])
+            with open(os.path.join(os.environ["PBSPLUG_HOME"], "asked"), "a") as out:
+                out.write(f"{event.management['objname']} {job}\\n")
+        """, ("management",), alarm=5)
+    engine = make_engine(site)
+    done = engine.pbs(*command)
+    assert (done.returncode, done.stderr) == (0, ""), engine.log()
+    [line] = (engine.root / "asked").read_text().splitlines()
+    name, job_id = line.split()
+    assert name == "workq"
+    assert engine.job(job_id)["job_state"] == "H"
+    queue = engine.pbs("qmgr", "-c", "list queue workq").stdout
+    expected = "enabled = True" if command[0] == "qenable" else "started = False"
+    assert expected in queue, queue
+
+
 def test_a_command_refused_for_one_node_runs_no_modifyvnode_hook_and_changes_none(
         dists, make_engine):
     """``set node a,b``, refused at b (its management hook rejects): the whole command is
