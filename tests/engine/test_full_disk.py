@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug import lifecycle
+from pbsplug import PluginInfo, hookimpl, lifecycle
 from pbsplug.engine import executor
 from pbsplug.engine.errors import PBSE_SYSTEM, PbsError
 from pbsplug.engine.home import LOG_JOB, Home, ServerLog
@@ -1783,6 +1783,28 @@ def test_a_start_that_can_never_work_whose_end_cannot_be_written_ends_once_there
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _released_to_a_full_end(eng, monkeypatch, small_home) -> tuple[str, object]:
+    """A held job released, the disk to be full once its end hooks have run: its id, and
+    the real `_end_hooks_from` (to put back for room again)."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    root = Caller(0, ROLE_MANAGER)
+    job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
+    real = _full_after(monkeypatch, small_home, eng, eng, "_end_hooks_from")
+    eng.req_release(root, [job_id])
+    return job_id, real
+
+
+class _BeginDeletes:
+    """An execjob_begin hook that deletes its job (its end hooks run, then its end)."""
+    plugin_info = PluginInfo(events=("execjob_begin",))
+
+    @hookimpl
+    def execjob_begin(self, event):
+        event.job.delete()
+        event.reject("not this one")
+
+
 @pytest.mark.parametrize("ended_by", ["qdel", "hook"])
 def test_end_hooks_whose_end_could_not_be_written_do_not_run_again_at_the_next_qdel(
         small_home, pbsplug_plugins, register_plugin, monkeypatch, ended_by):
@@ -1791,7 +1813,6 @@ def test_end_hooks_whose_end_could_not_be_written_do_not_run_again_at_the_next_q
     job.delete() (hook: the end kept). The next qdel, once there is room, ran its end hooks
     again (and, after a hook's end, its execjob_abort again, after its end hooks). It ends
     the job as they left it now: each ran once, one D record, one E record."""
-    from pbsplug import PluginInfo, hookimpl
     from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
 
     from .test_poll import poll_until
@@ -1802,23 +1823,12 @@ def test_end_hooks_whose_end_could_not_be_written_do_not_run_again_at_the_next_q
         seen = _prologue_held(work, register_plugin)
     else:
         seen = work / "seen"
-
-        class Deletes:
-            plugin_info = PluginInfo(events=("execjob_begin",))
-
-            @hookimpl
-            def execjob_begin(self, event):
-                event.job.delete()
-                event.reject("not this one")
-
-        register_plugin(Deletes(), "deletes")
+        register_plugin(_BeginDeletes(), "deletes")
         register_plugin(_noting_ends(seen), "seen")
     eng = Engine(Home(small_home), plugins=pbsplug_plugins)
     try:
         root = Caller(0, ROLE_MANAGER)
-        job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
-        real = _full_after(monkeypatch, small_home, eng, eng, "_end_hooks_from")
-        eng.req_release(root, [job_id])
+        job_id, real = _released_to_a_full_end(eng, monkeypatch, small_home)
         if ended_by == "qdel":
             poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
             [first] = eng.req_delete(root, [job_id])
@@ -2121,26 +2131,14 @@ def test_what_a_run_left_in_memory_goes_with_the_run(small_home, pbsplug_plugins
     tried again: its reservation's end drops it (`_drop`), or it is requeued (`_requeue`,
     as a qrerun of its array does). What this server kept of that run went on: a later run
     of the job would have ended as the old one's hooks left it, its own end hooks not run."""
-    from pbsplug import PluginInfo, hookimpl
-    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+    from pbsplug.engine.server import Engine
 
     from .test_poll import poll_until
 
-    class Deletes:
-        plugin_info = PluginInfo(events=("execjob_begin",))
-
-        @hookimpl
-        def execjob_begin(self, event):
-            event.job.delete()
-            event.reject("not this one")
-
-    register_plugin(Deletes(), "deletes")
+    register_plugin(_BeginDeletes(), "deletes")
     eng = Engine(Home(small_home), plugins=pbsplug_plugins)
     try:
-        root = Caller(0, ROLE_MANAGER)
-        job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
-        real = _full_after(monkeypatch, small_home, eng, eng, "_end_hooks_from")
-        eng.req_release(root, [job_id])
+        job_id, real = _released_to_a_full_end(eng, monkeypatch, small_home)
         poll_until(eng, lambda: job_id in eng.unwritten, "the job's end to be kept")
         assert job_id in eng.ends_run
         monkeypatch.setattr(eng, "_end_hooks_from", real)
