@@ -496,14 +496,15 @@ class _StateInputs:
         """The vnodes whose inputs the `written` rows changed, with every vnode of their
         hosts (an exclhost job holds its host whole), all brought up to date."""
         touched: set[str] = set()
+        jobs = [key for kind, key in written if kind == "job"]
+        for key in jobs:
+            touched |= self._unplace(key)
+        # (only the running ones decoded: SQLite reads the state column of the others)
+        for key, attrs in self.store.jobs_among(jobs, ("R", "E")).items():
+            self.running[key] = attrs
+            touched |= self._place(key, attrs)
         for kind, key in written:
-            if kind == "job":
-                touched |= self._unplace(key)
-                attrs = self.store.job(key, lean=True)
-                if attrs is not None and attrs.get("job_state") in ("R", "E"):
-                    self.running[key] = attrs
-                    touched |= self._place(key, attrs)
-            elif kind == "node":
+            if kind == "node":
                 old = self.nodes.pop(key, None)
                 if old is not None:
                     self.hosts[_host_of({key: old}, key)].discard(key)

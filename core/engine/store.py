@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -326,6 +326,21 @@ class Store:
         else:
             rows = self.db.execute(f"SELECT id, attrs, state, {env} FROM jobs ORDER BY seq")
         return {job_id: _job_attrs(attrs, state, vl) for job_id, attrs, state, vl in rows}
+
+    def jobs_among(self, ids: Iterable[str], states: tuple[str, ...]
+                   ) -> dict[str, dict[str, Any]]:
+        """Of the jobs `ids`, those in `states`, lean (`jobs`): SQLite picks them by their
+        state column, so a row in another state is never decoded."""
+        marks = ",".join("?" * len(states))
+        ids = list(ids)
+        out: dict[str, dict[str, Any]] = {}
+        for at in range(0, len(ids), 500):  # (under SQLite's bound on a query's values)
+            some = ids[at:at + 500]
+            rows = self.db.execute(
+                f"SELECT id, attrs, state FROM jobs WHERE state IN ({marks}) AND id IN "
+                f"({','.join('?' * len(some))})", (*states, *some))
+            out.update((job_id, _job_attrs(attrs, state, None)) for job_id, attrs, state in rows)
+        return out
 
     def subjobs(self, array_id: str, lean: bool = True) -> dict[str, dict[str, Any]]:
         """The instantiated subjobs of array `array_id` (``12[].server``), lean (`jobs`)
