@@ -419,3 +419,10 @@ def _minute(minute: int, *zone: object) -> str:
     starts thousands of jobs a minute; a zone's offsets and their changes are whole
     minutes)."""
     return time.strftime("%a %b %d at %H:%M", time.localtime(minute * 60))
+
+
+def began(runtime: Any) -> bool:
+    """Whether a job's run began, its S record written (``began`` in its runtime, false from
+    its start's write, true once its S is: the engine's `_mark_began`); a runtime with no
+    mark (none stored, or an older pbsplug's) is taken as begun."""
+    return not isinstance(runtime, dict) or runtime.get("began") is not False

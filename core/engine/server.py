@@ -709,11 +709,22 @@ class Engine:
             if launch is None and self._deleted_already(runtime or {}):
                 self._deleted_unended(job_id, attrs, runtime or {})
                 continue
+            refused = (runtime or {}).get("refused")
+            if launch is None and isinstance(refused, dict) and refused.get("delete"):
+                # its begin hooks' job.delete(), its end unwritten: it ends so, an A
+                self.log(LOG_JOB, "Job", job_id, "job deleted by its execjob_begin hooks "
+                         "before a server restart, its end not written: it ends so")
+                comment = refused.get("comment")
+                self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
+                             comment=comment if isinstance(comment, str) else None,
+                             unstarted=True)
+                continue
             if launch is None:  # it never ran: queue it again, whatever its Rerunable
-                attrs["run_count"] = max(0, int(attrs.get("run_count", 1)) - 1)
+                began = lifecycle.began(runtime)
+                if began or (runtime or {}).get("begin_stopped"):  # (a refused try counts)
+                    attrs["run_count"] = max(0, int(attrs.get("run_count", 1)) - 1)
                 self._requeue(job_id, attrs, "Job requeued after a server restart: it had "
-                                             "not started",
-                              record=not (runtime or {}).get("begin_stopped"))
+                                             "not started", record=began)
                 continue
             ended = executor.JobExit.read(launch.status_file)
             if ended is None and launch.alive():
@@ -2794,7 +2805,8 @@ class Engine:
             # (a finished job keeps no runtime: its qsub -- command comes from the array's)
             submitted = _submitted_runtime(st.runtime(array_job))
             for sub, attrs in finished:
-                self.accounting.rerun(sub, attrs, st.runtime(sub), REQUEUED_WITH_ARRAY)
+                if lifecycle.began(st.runtime(sub)):  # (an R for a run that began: its S)
+                    self.accounting.rerun(sub, attrs, st.runtime(sub), REQUEUED_WITH_ARRAY)
                 for key in ("Exit_status", "obittime"):  # (the last run's; not over now)
                     attrs.pop(key, None)
                 lifecycle.requeued(attrs, REQUEUED_WITH_ARRAY, now)
@@ -3529,6 +3541,8 @@ class Engine:
                            self._assigned_names())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
+            # (not begun till its S: ``began``, read by `lifecycle.began`)
+            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "began": False})
         self.log(LOG_JOB, "Job", job_id, f"Job Run at request of Scheduler@{self.host} on "
                  f"exec_vnode {exec_vnode}")
         vnodes: dict[str, Vnode] | None = None
@@ -3554,10 +3568,22 @@ class Engine:
                     lifecycle.start_step(fired.consequence) == lifecycle.PROCEED:
                 # (as PBS's server once the job's MoM took it; none for a start the MoM
                 # refused: `_refused_start`)
+                self._mark_began(job_id)
                 self.accounting.started(job_id, attrs)
             if not self._start_event_over(job_id, attrs, vnodes, event, fired):
                 return False
         return self._launch(job_id, attrs, vnodes, read)
+
+    def _mark_began(self, job_id: str) -> None:
+        """The run began (its S record is written next): ``began`` in its runtime, which
+        `_recover`, `_finish` (an E or an A), `_rerun_array` and a subjob's end read, as
+        the S itself is not read back. A mark that cannot be written (a full disk) is
+        logged and the run goes on: it is then taken as not begun (its end an A)."""
+        try:
+            with self.store.transaction() as st:
+                st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "began": True})
+        except StoreWriteError as exc:
+            self.log(LOG_ERROR, "Job", job_id, f"its begun run could not be marked: {exc}")
 
     def _given_up(self, job_id: str, outcome: Outcome) -> None:
         """`_StartStopped` when the runner gave one of a start event's hooks up for the
@@ -3954,7 +3980,16 @@ class Engine:
         # its MoM refused: no S was written (`_start`), so its requeue writes no R, and its
         # deletion an A, as for any job the server deletes before it ran (`_drop`).
         ran = event != "execjob_begin"
-        if lifecycle.start_step(outcome.consequence) == lifecycle.FINISH:
+        ends = lifecycle.start_step(outcome.consequence) == lifecycle.FINISH
+        if not ran:  # (what a restart ends or requeues it as, its end or requeue unwritten)
+            try:
+                with self.store.transaction() as st:
+                    st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "refused": {
+                        "comment": comment, "delete": ends}})
+            except StoreWriteError as exc:  # (a restart requeues it, no R: `_recover`)
+                self.log(LOG_ERROR, "Job", job_id, f"its refused start could not be "
+                         f"marked: {exc}")
+        if ends:
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                          comment=comment, kept_in="R", unstarted=not ran)
         else:
@@ -4648,7 +4683,11 @@ class Engine:
         hooks (a full disk) is kept and written at a later poll while the job is stored so
         (`_carry_on`), and the cycle goes on; it failed the cycle, the job left R, its cpus held.
         End hooks that ran in this server, their end not written (`ends_run`), do not run again: the
-        job ends as they left it."""
+        job ends as they left it. A run not begun (`lifecycle.began`: a qdel of a job its begin
+        hooks refused, its requeue unwritten) ends `unstarted` too: with no record at all if
+        its deletion (its D) was written (`_record_deletion`), as a queued job's qdel."""
+        unstarted = unstarted or (bool(attrs.get("exec_vnode")) and
+                                  not lifecycle.began(self.store.runtime(job_id)))
         if end_hooks and attrs.get("exec_vnode") and job_id in self.ends_run:
             attrs, used = copy.deepcopy(self.ends_run[job_id])  # (the next qdel's end)
         elif end_hooks and attrs.get("exec_vnode"):
@@ -4679,7 +4718,8 @@ class Engine:
                            self._usage(job_id, attrs, ended) if used is None else used, comment)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
-            st.set_runtime(job_id, None)
+            # (a run not begun keeps that, for its array's qrerun: `_rerun_array`)
+            st.set_runtime(job_id, {"began": False} if unstarted else None)
             for name, _ in parse_exec_vnode(attrs.get("exec_vnode", "")):
                 node = st.get("node", name)
                 if node is not None:
@@ -4689,9 +4729,9 @@ class Engine:
         self.log(LOG_JOB_USAGE, "Job", job_id, f"Exit_status={ended.exit_status} "
                  + " ".join(f"resources_used.{k}={v}"
                             for k, v in (attrs.get("resources_used") or {}).items()))
-        if unstarted:
+        if unstarted and not runtime.get("deleted"):  # (its D was its record)
             self.accounting.aborted(job_id, comment or "")
-        else:
+        elif not unstarted:
             self.accounting.ended(job_id, attrs, runtime)
         self._remove_run_files(job_id, tmpdir=False)
         self._track_states()

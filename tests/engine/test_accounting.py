@@ -450,3 +450,95 @@ def test_a_begin_delete_writes_no_s_but_an_a_as_a_job_that_never_ran(
     found = of(records(eng.home), job_id)
     assert [k for k, _ in found] == ["Q", "A"], found
     assert [b for _, k, i, b in records(eng.home) if i == job_id and k == "A"] == [comment]
+
+
+def _unwritable(eng, monkeypatch, name: str) -> None:
+    """The engine's `name` step fails as a full disk fails its write (the store's error)."""
+    from pbsplug.engine.store import StoreWriteError
+
+    def full(*args, **kwargs):
+        raise StoreWriteError("database or disk is full")
+
+    monkeypatch.setattr(eng, name, full)
+
+
+def test_a_begin_refusal_whose_requeue_was_unwritten_has_no_r_after_a_restart(
+        engine_here, register_plugin, engine_root, monkeypatch):
+    # The restart found it R with no launch and requeued it as a run that had begun: an R
+    # with no S before it, and its run_count lowered, the refused try not counted.
+    (engine_root / "refuse").touch()
+    register_plugin(_begin_refuser(engine_root), "refuser")
+    eng = engine_here()
+    _unwritable(eng, monkeypatch, "_requeue")
+    job_id = eng.req_submit(Caller(0, ROLE_MANAGER), {}, "true\n")
+    poll_until(eng, lambda: job_id in eng.unwritten, "the requeue kept unwritten")
+    assert eng.store.job(job_id)["run_count"] == 1
+    (engine_root / "refuse").unlink()
+    again = engine_here()  # (the server killed: the first engine does nothing more)
+    poll_until(again, lambda: again.store.job(job_id)["job_state"] == "F", "the job's end")
+    assert [k for k, _ in of(records(again.home), job_id)] == ["Q", "S", "E"]
+    assert again.store.job(job_id)["run_count"] == 2  # (the refused try, then its run)
+
+
+def test_a_begin_delete_whose_end_was_unwritten_ends_with_its_a_after_a_restart(
+        engine_here, register_plugin, engine_root, monkeypatch):
+    # The restart requeued it as a job that had not started: a job its begin hooks deleted
+    # ran (Q R S E).
+    (engine_root / "refuse").touch()
+    (engine_root / "delete").touch()
+    register_plugin(_begin_refuser(engine_root), "refuser")
+    eng = engine_here()
+    _unwritable(eng, monkeypatch, "_finish_over")
+    job_id = eng.req_submit(Caller(0, ROLE_MANAGER), {}, "true\n")
+    poll_until(eng, lambda: job_id in eng.unwritten, "the end kept unwritten")
+    (engine_root / "refuse").unlink()
+    again = engine_here()
+    poll_until(again, lambda: again.store.job(job_id)["job_state"] == "F", "the job's end")
+    comment = "Job deleted by execjob_begin hook: host not ready"
+    assert again.store.job(job_id)["comment"] == comment
+    assert [(k, b) for _, k, i, b in records(again.home) if i == job_id][1:] == [
+        ("A", comment)]
+
+
+def test_a_qdel_of_a_begin_deleted_job_whose_end_waits_writes_its_d_and_no_e(
+        engine_here, register_plugin, engine_root, monkeypatch):
+    # `_delete_in_prologue` ended it as a run that began: D then E, with no S before them.
+    (engine_root / "refuse").touch()
+    (engine_root / "delete").touch()
+    register_plugin(_begin_refuser(engine_root), "refuser")
+    eng = engine_here()
+    _unwritable(eng, monkeypatch, "_finish_over")
+    root = Caller(0, ROLE_MANAGER)
+    job_id = eng.req_submit(root, {}, "true\n")
+    poll_until(eng, lambda: job_id in eng.unwritten, "the end kept unwritten")
+    monkeypatch.undo()
+    eng.req_delete(root, [job_id])
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+    assert [k for k, _ in of(records(eng.home), job_id)] == ["Q", "D"]
+
+
+def test_a_qrerun_of_an_array_writes_no_r_for_a_subjob_its_begin_hooks_deleted(
+        engine_here, register_plugin, engine_root):
+    # The qrerun wrote an R (a run over) for every finished subjob: one with only its A too.
+    from pbsplug import PluginInfo, hookimpl
+
+    def execjob_begin(self, event):
+        if "[1]" in event.job.id:
+            event.job.delete()
+        event.reject("not this one")  # (the second refused: the array stays begun)
+
+    register_plugin(type("First", (), {"plugin_info": PluginInfo(events=("execjob_begin",)),
+                                       "execjob_begin": hookimpl(execjob_begin)})(), "first")
+    eng = engine_here()
+    root = Caller(0, ROLE_MANAGER)
+    array = eng.req_submit(root, {"array_indices_submitted": "1-2"}, "true\n")
+    first, second = array.replace("[]", "[1]"), array.replace("[]", "[2]")
+    poll_until(eng, lambda: (eng.store.job(first) or {}).get("job_state") == "F" and
+               (eng.store.job(second) or {}).get("run_count", 0) >= 1,
+               "the first deleted, the second refused")
+    eng.req_rerun(root, [array])
+    assert [k for k, _ in of(records(eng.home), first)] == ["A"]
+    assert eng.store.job(first)["job_state"] == "Q"  # (queued again all the same)
+    eng.req_delete(root, [array])
+    poll_until(eng, lambda: eng.store.job(array)["job_state"] == "F", "the array's end")
+

@@ -1812,7 +1812,9 @@ def test_end_hooks_whose_end_could_not_be_written_do_not_run_again_at_the_next_q
     its pbsuser prologue (`ended_by` qdel: refused then, 15010), or a start hook's
     job.delete() (hook: the end kept). The next qdel, once there is room, ran its end hooks
     again (and, after a hook's end, its execjob_abort again, after its end hooks). It ends
-    the job as they left it now: each ran once, one D record, one E record."""
+    the job as they left it now: each ran once, one D record, one E record (none after a
+    begin hook's job.delete(): that start never ran, no S, so the qdel's D is its record,
+    as a queued job's qdel)."""
     from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
 
     from .test_poll import poll_until
@@ -1846,12 +1848,15 @@ def test_end_hooks_whose_end_could_not_be_written_do_not_run_again_at_the_next_q
         assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
         assert seen.read_text().split() == ["execjob_abort", "execjob_end"]
         records = "".join(p.read_text() for p in eng.home.accounting.iterdir())
+        ends = 1 if ended_by == "qdel" else 0
         assert records.count(f";D;{job_id};") == 1, records
-        assert records.count(f";E;{job_id};") == 1, records
+        assert records.count(f";E;{job_id};") == ends, records
+        assert records.count(f";S;{job_id};") == ends, records
         eng.poll()  # (the kept end, a hook's: the job ended, nothing is written again)
         assert job_id not in eng.unwritten and job_id not in eng.ends_run
         records = "".join(p.read_text() for p in eng.home.accounting.iterdir())
-        assert records.count(f";E;{job_id};") == 1, records
+        assert records.count(f";E;{job_id};") == ends, records
+        assert records.count(f";A;{job_id};") == 0, records
     finally:
         (work / "go").touch()
         eng.runner.reap()
