@@ -346,8 +346,9 @@ class Arrays:
         if not isinstance(array_job, str):
             return
         status = attrs.get("Exit_status")
-        if attrs.get("stime") is not None and isinstance(status, int):
-            store = self.engine.store
+        store = self.engine.store
+        if attrs.get("stime") is not None and isinstance(status, int) and \
+                lifecycle.began(store.runtime(sub_id)):  # (not one its begin hooks deleted)
             array = store.job(array_job)
             shown = 0 if status == 0 else 1
             if array is not None and array.get("job_state") not in ("F", "X") and \
@@ -378,8 +379,9 @@ class Arrays:
         # OpenPBS 23.06.06's, measured)
         deleted = deleted_by or runtime.get("deleted_by") or any(
             a.get("substate") == 91 for a in rows.values())
-        ran = [a.get("Exit_status") for a in rows.values() if a.get("stime") is not None]
-        failed = any(status not in (0, None) for status in ran)
+        # (a subjob that ran and did not exit 0; not one its begin hooks deleted, no S)
+        failed = any(a.get("stime") is not None and a.get("Exit_status") not in (0, None) and
+                     lifecycle.began(store.runtime(sub)) for sub, a in rows.items())
         parent.update(job_state="F", mtime=now, obittime=now, array_indices_remaining="-")
         parent["substate"] = 91 if deleted else (93 if failed else 92)
         if parent.get("stime") is not None:

@@ -542,3 +542,19 @@ def test_a_qrerun_of_an_array_writes_no_r_for_a_subjob_its_begin_hooks_deleted(
     eng.req_delete(root, [array])
     poll_until(eng, lambda: eng.store.job(array)["job_state"] == "F", "the array's end")
 
+
+def test_an_array_whose_subjobs_its_begin_hooks_deleted_did_not_fail(
+        engine_here, register_plugin, engine_root):
+    # Its end took a subjob with a stime as one that ran: Exit_status 1, comment "failed".
+    # (The array's own S and E stay: written as its first subjob starts, docs/engine.md.)
+    (engine_root / "refuse").touch()
+    (engine_root / "delete").touch()
+    register_plugin(_begin_refuser(engine_root), "refuser")
+    eng = engine_here()
+    array = eng.req_submit(Caller(0, ROLE_MANAGER), {"array_indices_submitted": "1-2"},
+                           "true\n")
+    poll_until(eng, lambda: eng.store.job(array)["job_state"] == "F", "the array's end")
+    attrs = eng.store.job(array)
+    assert not attrs["comment"].endswith("failed"), attrs["comment"]
+    assert attrs["Exit_status"] == 0
+    assert [k for k, _ in of(records(eng.home), array.replace("[]", "[1]"))] == ["A"]
