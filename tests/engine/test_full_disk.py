@@ -1705,6 +1705,66 @@ def test_a_start_a_hook_ends_whose_end_cannot_be_written_ends_once_there_is_room
         shutil.rmtree(work, ignore_errors=True)
 
 
+def test_a_begin_refusal_whose_requeue_was_not_written_is_requeued_with_no_r_at_a_restart(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch):
+    """A start its execjob_begin hooks refused (no S), its requeue waiting for room (the
+    disk full), then the server killed: the restart found it R with no launch and requeued
+    it as a run that had begun, an R with no S before it, and lowered its run_count. It is
+    requeued with no R (the start's own write marked the run not begun), the refused try
+    still counted: Q, then the S and E of the run after the restart, run_count 2."""
+    from pbsplug import PluginInfo, hookimpl
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    refuse = work / "refuse"
+    refuse.touch()
+
+    class Refuses:
+        plugin_info = PluginInfo(events=("execjob_begin",))
+
+        @hookimpl
+        def execjob_begin(self, event):
+            if refuse.exists():
+                event.reject("not this one")
+
+    register_plugin(Refuses(), "refuses")
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    again = None
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
+        real = eng._refused_start
+
+        def full_first(*args, **kwargs):  # (as another process takes the room)
+            monkeypatch.setattr(eng, "_refused_start", real)
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(eng, "_refused_start", full_first)
+        eng.req_release(root, [job_id])
+        poll_until(eng, lambda: job_id in eng.unwritten, "the requeue to be kept")
+        assert eng.store.job(job_id)["job_state"] == "R"
+        eng.runner.reap()
+        eng.close()  # (the server killed: nothing of it runs again)
+        monkeypatch.undo()
+        refuse.unlink()
+        (small_home / "fill").unlink()  # room again
+        again = Engine(Home(small_home), plugins=pbsplug_plugins)
+        poll_until(again, lambda: again.store.job(job_id)["job_state"] == "F", "its end")
+        records = "".join(p.read_text() for p in again.home.accounting.iterdir())
+        kinds = [line.split(";")[1] for line in records.splitlines()
+                 if line.split(";")[2] == job_id]
+        assert kinds == ["Q", "S", "E"], records
+        assert again.store.job(job_id)["run_count"] == 2
+    finally:
+        for made in (eng, again):
+            if made is not None:
+                made.runner.reap()
+                made.close()
+        shutil.rmtree(work, ignore_errors=True)
+
 def test_a_start_that_can_never_work_whose_end_cannot_be_written_ends_once_there_is_room(
         small_home, pbsplug_plugins, register_plugin, monkeypatch):
     """A start that can never work (here its TMPDIR cannot be made: tmp/ open to others,
