@@ -410,6 +410,14 @@ def _begin_refuser(root):
                                 "execjob_begin": hookimpl(execjob_begin)})()
 
 
+def _begin_deleting(engine_here, register_plugin, engine_root):
+    """An engine whose execjob_begin hook deletes each job (`_begin_refuser`, job.delete())
+    till `engine_root`/refuse goes."""
+    (engine_root / "refuse").touch()
+    (engine_root / "delete").touch()
+    register_plugin(_begin_refuser(engine_root), "refuser")
+    return engine_here()
+
 def test_a_begin_reject_writes_no_s_nor_r_and_its_later_start_one_s(
         engine_here, register_plugin, engine_root):
     # The S was written before the begin hooks were judged: a refused start had an S, its
@@ -439,10 +447,7 @@ def test_a_begin_delete_writes_no_s_but_an_a_as_a_job_that_never_ran(
         engine_here, register_plugin, engine_root):
     # It wrote S, then E: a job that never ran has no S and no E (a qdel of a queued job:
     # Q, D); one the server deletes has its A, as PBS's server aborts it (job_abt).
-    (engine_root / "refuse").touch()
-    (engine_root / "delete").touch()
-    register_plugin(_begin_refuser(engine_root), "refuser")
-    eng = engine_here()
+    eng = _begin_deleting(engine_here, register_plugin, engine_root)
     job_id = eng.req_submit(Caller(0, ROLE_MANAGER), {}, "true\n")
     poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
     comment = "Job deleted by execjob_begin hook: host not ready"
@@ -461,6 +466,16 @@ def _unwritable(eng, monkeypatch, name: str) -> None:
 
     monkeypatch.setattr(eng, name, full)
 
+
+def _begin_deleted_end_kept(engine_here, register_plugin, engine_root, monkeypatch):
+    """An engine and a job its execjob_begin hook deleted (job.delete()), that end kept
+    unwritten (as on a full disk), the hook refusing no more after it."""
+    eng = _begin_deleting(engine_here, register_plugin, engine_root)
+    _unwritable(eng, monkeypatch, "_finish_over")
+    job_id = eng.req_submit(Caller(0, ROLE_MANAGER), {}, "true\n")
+    poll_until(eng, lambda: job_id in eng.unwritten, "the end kept unwritten")
+    (engine_root / "refuse").unlink()
+    return eng, job_id
 
 def test_a_begin_refusal_whose_requeue_was_unwritten_has_no_r_after_a_restart(
         engine_here, register_plugin, engine_root, monkeypatch):
@@ -484,14 +499,8 @@ def test_a_begin_delete_whose_end_was_unwritten_ends_with_its_a_after_a_restart(
         engine_here, register_plugin, engine_root, monkeypatch):
     # The restart requeued it as a job that had not started: a job its begin hooks deleted
     # ran (Q R S E).
-    (engine_root / "refuse").touch()
-    (engine_root / "delete").touch()
-    register_plugin(_begin_refuser(engine_root), "refuser")
-    eng = engine_here()
-    _unwritable(eng, monkeypatch, "_finish_over")
-    job_id = eng.req_submit(Caller(0, ROLE_MANAGER), {}, "true\n")
-    poll_until(eng, lambda: job_id in eng.unwritten, "the end kept unwritten")
-    (engine_root / "refuse").unlink()
+    eng, job_id = _begin_deleted_end_kept(engine_here, register_plugin, engine_root,
+                                          monkeypatch)
     again = engine_here()
     poll_until(again, lambda: again.store.job(job_id)["job_state"] == "F", "the job's end")
     comment = "Job deleted by execjob_begin hook: host not ready"
@@ -503,14 +512,9 @@ def test_a_begin_delete_whose_end_was_unwritten_ends_with_its_a_after_a_restart(
 def test_a_qdel_of_a_begin_deleted_job_whose_end_waits_writes_its_d_and_no_e(
         engine_here, register_plugin, engine_root, monkeypatch):
     # `_delete_in_prologue` ended it as a run that began: D then E, with no S before them.
-    (engine_root / "refuse").touch()
-    (engine_root / "delete").touch()
-    register_plugin(_begin_refuser(engine_root), "refuser")
-    eng = engine_here()
-    _unwritable(eng, monkeypatch, "_finish_over")
+    eng, job_id = _begin_deleted_end_kept(engine_here, register_plugin, engine_root,
+                                          monkeypatch)
     root = Caller(0, ROLE_MANAGER)
-    job_id = eng.req_submit(root, {}, "true\n")
-    poll_until(eng, lambda: job_id in eng.unwritten, "the end kept unwritten")
     monkeypatch.undo()
     eng.req_delete(root, [job_id])
     poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
@@ -547,10 +551,7 @@ def test_an_array_whose_subjobs_its_begin_hooks_deleted_did_not_fail(
         engine_here, register_plugin, engine_root):
     # Its end took a subjob with a stime as one that ran: Exit_status 1, comment "failed".
     # (The array's own S and E stay: written as its first subjob starts, docs/engine.md.)
-    (engine_root / "refuse").touch()
-    (engine_root / "delete").touch()
-    register_plugin(_begin_refuser(engine_root), "refuser")
-    eng = engine_here()
+    eng = _begin_deleting(engine_here, register_plugin, engine_root)
     array = eng.req_submit(Caller(0, ROLE_MANAGER), {"array_indices_submitted": "1-2"},
                            "true\n")
     poll_until(eng, lambda: eng.store.job(array)["job_state"] == "F", "the array's end")

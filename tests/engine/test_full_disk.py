@@ -514,6 +514,21 @@ def _full_after(monkeypatch, small_home: Path, eng, owner, name: str):
     return real
 
 
+def _full_first(monkeypatch, small_home: Path, eng, name: str) -> None:
+    """`eng.name` made to fill `small_home` before its first call goes on, as another
+    process takes the room: its writes and those after it fail. Put back at that call."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    real = getattr(eng, name)
+
+    def full_first(*args, **kwargs):
+        monkeypatch.setattr(eng, name, real)
+        _full(small_home, lambda: eng.req_submit(Caller(0, ROLE_MANAGER), {"Hold_Types": "u"},
+                                                 "true\n"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(eng, name, full_first)
+
 def test_a_qdel_after_one_refused_in_the_prologue_runs_execjob_abort(small_home, dists):
     """A qdel in a job's pbsuser prologue stops the chain, then writes the deletion: on a
     full disk that write failed, the qdel was refused, and the job stayed R with no launch
@@ -896,14 +911,7 @@ def test_a_failed_start_whose_requeue_cannot_be_written_is_requeued_once_there_i
     try:
         root = Caller(0, ROLE_MANAGER)
         job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
-        real = eng._job_command
-
-        def full_first(*args, **kwargs):  # (as another process takes the room)
-            monkeypatch.setattr(eng, "_job_command", real)
-            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(eng, "_job_command", full_first)
+        _full_first(monkeypatch, small_home, eng, "_job_command")  # (as another takes it)
         said = _logged(eng, monkeypatch)
         eng.req_release(root, [job_id])
         poll_until(eng, lambda: any("job failed to start" in s for s in said),
@@ -962,14 +970,7 @@ def test_a_refused_launch_whose_requeue_cannot_be_written_is_requeued_once_there
     try:
         root = Caller(0, ROLE_MANAGER)
         job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
-        real = eng._refused_start
-
-        def full_first(*args, **kwargs):  # (as another process takes the room)
-            monkeypatch.setattr(eng, "_refused_start", real)
-            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(eng, "_refused_start", full_first)
+        _full_first(monkeypatch, small_home, eng, "_refused_start")  # (as another takes it)
         said = _logged(eng, monkeypatch)
         eng.req_release(root, [job_id])
         poll_until(eng, lambda: any("execjob_launch hook refused" in s for s in said),
@@ -1674,14 +1675,7 @@ def test_a_start_a_hook_ends_whose_end_cannot_be_written_ends_once_there_is_room
     try:
         root = Caller(0, ROLE_MANAGER)
         job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
-        real = eng._refused_start
-
-        def full_first(*args, **kwargs):  # (as another process takes the room)
-            monkeypatch.setattr(eng, "_refused_start", real)
-            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(eng, "_refused_start", full_first)
+        _full_first(monkeypatch, small_home, eng, "_refused_start")  # (as another takes it)
         said = _logged(eng, monkeypatch)
         eng.req_release(root, [job_id])
         poll_until(eng, lambda: any(f"{event} hook refused" in s for s in said),
@@ -1735,14 +1729,7 @@ def test_a_begin_refusal_whose_requeue_was_not_written_is_requeued_with_no_r_at_
     try:
         root = Caller(0, ROLE_MANAGER)
         job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
-        real = eng._refused_start
-
-        def full_first(*args, **kwargs):  # (as another process takes the room)
-            monkeypatch.setattr(eng, "_refused_start", real)
-            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(eng, "_refused_start", full_first)
+        _full_first(monkeypatch, small_home, eng, "_refused_start")  # (as another takes it)
         eng.req_release(root, [job_id])
         poll_until(eng, lambda: job_id in eng.unwritten, "the requeue to be kept")
         assert eng.store.job(job_id)["job_state"] == "R"
