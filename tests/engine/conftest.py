@@ -3,6 +3,7 @@ plugin distributions a test installs (`dists`) on its path."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -115,6 +116,17 @@ def shepherds_gone(engine: LocalEngine, job_ids: list[str]) -> None:
             os.killpg(pgid, signal.SIGKILL)
     finally:
         store.close()
+
+
+def jobs_left_killed(eng) -> None:
+    """The jobs still running when a test ends killed, shepherds first (a test that leaves
+    one running on purpose must not leave its `sleep 300` behind)."""
+    for launch in list(eng.launches.values()):
+        pgid = launch.resolve(wait=5.0)
+        for kill, target in ((os.kill, launch.shepherd), (os.killpg, pgid)):
+            if target and target > 0:
+                with contextlib.suppress(ProcessLookupError):
+                    kill(target, signal.SIGKILL)
 
 
 def ignored_signals(pid: int) -> int | None:

@@ -26,6 +26,8 @@ from pbsplug.engine.home import LOG_JOB, Home, ServerLog
 from pbsplug.engine.testing import LocalEngine, make_root, remove_root, until
 from pbsplug.testing import missing
 
+from .conftest import jobs_left_killed
+
 
 def _small_tmpfs(options: str) -> Iterator[Path]:
     """A tmpfs mounted with `options` (root only), for a fixture; unmounted afterwards."""
@@ -1037,10 +1039,7 @@ def test_a_deletion_written_whose_end_was_not_ends_deleted_at_a_restart(
         assert ran[-1] == "execjob_end", ran
     finally:
         (work / "go").touch()
-        for engine in (eng, again):
-            if engine is not None:
-                engine.runner.reap()
-                engine.close()
+        _closed(eng, again)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -1109,10 +1108,7 @@ def test_a_server_killed_between_a_prologue_deletion_and_its_abort_runs_the_abor
         assert seen.read_text().split() == ["execjob_abort", "execjob_end"]
     finally:
         (work / "go").touch()
-        for engine in (eng, again):
-            if engine is not None:
-                engine.runner.reap()
-                engine.close()
+        _closed(eng, again)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -1746,11 +1742,9 @@ def test_a_begin_refusal_whose_requeue_was_not_written_is_requeued_with_no_r_at_
         assert kinds == ["Q", "S", "E"], records
         assert again.store.job(job_id)["run_count"] == 2
     finally:
-        for made in (eng, again):
-            if made is not None:
-                made.runner.reap()
-                made.close()
+        _closed(eng, again)
         shutil.rmtree(work, ignore_errors=True)
+
 
 def test_a_start_that_can_never_work_whose_end_cannot_be_written_ends_once_there_is_room(
         small_home, pbsplug_plugins, register_plugin, monkeypatch):
@@ -1928,15 +1922,12 @@ def _running_on_a_full_disk(eng, small_home, job_attrs: dict,
     return job_id, pid
 
 
-def _jobs_left_killed(eng) -> None:
-    """The jobs still running when a test ends killed, shepherds first (a test that leaves
-    one running on purpose must not leave its `sleep 300` behind)."""
-    for launch in list(eng.launches.values()):
-        pgid = launch.resolve(wait=5.0)
-        for kill, target in ((os.kill, launch.shepherd), (os.killpg, pgid)):
-            if target and target > 0:
-                with contextlib.suppress(ProcessLookupError):
-                    kill(target, signal.SIGKILL)
+def _closed(*engines) -> None:
+    """Each engine made (not None) closed, its hooks' processes reaped."""
+    for engine in engines:
+        if engine is not None:
+            engine.runner.reap()
+            engine.close()
 
 
 def _not_killed(eng, job_id: str, pid: int) -> None:
@@ -2147,7 +2138,7 @@ def test_a_qrerun_whose_kill_cannot_be_written_is_refused_and_its_retry_works(
                    "the job requeued and run again")
         assert accounting_records(eng).count(f";R;{job_id};") == 1
     finally:
-        _jobs_left_killed(eng)
+        jobs_left_killed(eng)
         eng.runner.reap()
         eng.close()
 
@@ -2170,7 +2161,7 @@ def test_a_qterm_immediate_whose_kill_cannot_be_written_leaves_the_job_running(
         assert eng.stopping
         _not_killed(eng, job_id, pid)
     finally:
-        _jobs_left_killed(eng)
+        jobs_left_killed(eng)
         eng.runner.reap()
         eng.close()
 

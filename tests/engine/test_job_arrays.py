@@ -417,7 +417,7 @@ def test_a_subjob_named_again_in_one_qdel_is_deleted_once(
     from pbsplug import PluginInfo, hookimpl
     from pbsplug.engine.server import ROLE_MANAGER, Caller
 
-    from .conftest import accounting_records, poll_until
+    from .conftest import accounting_records, jobs_left_killed, poll_until
 
     ran = tmp_path / "ran"
     tmp_path.chmod(0o777)
@@ -451,6 +451,7 @@ def test_a_subjob_named_again_in_one_qdel_is_deleted_once(
         assert all(answer["error"]["code"] == 15136 for answer in answers), answers
         assert f";D;{sub};" not in records, records
         assert all(job in eng.launches and job not in eng.kills for job in running)
+        jobs_left_killed(eng)  # (the refused subjobs' sleep 300 and shepherds)
         return
     assert all(answer.get("error") is None for answer in answers), answers
     assert all(job in eng.kills for job in running), (running, eng.kills)
