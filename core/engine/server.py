@@ -248,6 +248,11 @@ class _Chain:
         return next((caller for _, _, caller, purge in self.waiters if purge), None)
 
 
+#: A `LaterAnswer` whose answer is its per-job `results` (a request whose whole answer is
+#: None, a pbsnodes', answers None).
+_NO_VALUE: Any = object()
+
+
 class LaterAnswer:
     """A request's answer that waits for hook chains (a qdel whose jobs' execjob_preterm
     has a pbsuser hook, `Engine.defer_answers`): its per-job `results` (an id named again
@@ -259,11 +264,11 @@ class LaterAnswer:
         self.missing = 0
         #: A request's whole answer, when it is not `results` (a qmgr's, a pbsnodes':
         #: `_Asking`), or the error it is answered with instead.
-        self.value: Any = None
+        self.value: Any = _NO_VALUE
         self.error: PbsError | None = None
 
     def result(self) -> Any:
-        return self.results if self.value is None else self.value
+        return self.results if self.value is _NO_VALUE else self.value
 
     def fill(self, results: list[dict[str, Any]], error: PbsError | None) -> None:
         """A chain this answer waits for is over: its `results` told its `error`, unless
