@@ -602,9 +602,8 @@ def test_a_job_named_twice_after_a_refused_prologue_qdel_is_taken_as_the_first(
     no launch and no chain and dropped it (`_drop`) with no execjob_abort. It is taken as
     the first now: execjob_abort runs, and the job ends deleted."""
     from pbsplug import PluginInfo, hookimpl
-    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+    from pbsplug.engine.server import Engine
 
-    from .test_poll import poll_until
 
     work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
     work.chmod(0o777)
@@ -625,9 +624,7 @@ def test_a_job_named_twice_after_a_refused_prologue_qdel_is_taken_as_the_first(
     register_plugin(Held(), "slow", user="pbsuser", alarm=600)
     eng = Engine(Home(small_home), plugins=pbsplug_plugins)
     try:
-        root = Caller(0, ROLE_MANAGER)
-        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
-        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        root, job_id = _in_its_prologue(eng)
         _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
         real = eng._delete
 
@@ -718,6 +715,26 @@ def _noting_ends(seen: Path):
     return Seen()
 
 
+def _prologue_held_in_a_work_folder(register_plugin) -> tuple[Path, Path]:
+    """`_prologue_held` in a new work folder off the tmpfs, open to the hook's user: the
+    folder and its ``seen``."""
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))
+    work.chmod(0o777)
+    return work, _prologue_held(work, register_plugin)
+
+
+def _in_its_prologue(eng) -> tuple[object, str]:
+    """root's caller and a job submitted by root, once its held prologue chain runs."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    from .test_poll import poll_until
+
+    root = Caller(0, ROLE_MANAGER)
+    job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
+    poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+    return root, job_id
+
+
 def _prologue_held(work: Path, register_plugin) -> Path:
     """A pbsuser execjob_prologue hook that waits for ``work/go``, and root's execjob_abort
     and execjob_end hooks that note their event in ``work/seen`` (returned)."""
@@ -763,18 +780,13 @@ def test_a_deletion_written_whose_end_was_not_writes_no_second_d_record(
     no launch, and the next qdel recorded the deletion again (a second 'Job to be deleted'
     and a second D record) and ran execjob_abort again. It finishes the job now, its end
     hooks run, as the deletion written already left it: one D, one execjob_abort."""
-    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+    from pbsplug.engine.server import Engine
 
-    from .test_poll import poll_until
 
-    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
-    work.chmod(0o777)
-    seen = _prologue_held(work, register_plugin)
+    work, seen = _prologue_held_in_a_work_folder(register_plugin)
     eng = Engine(Home(small_home), plugins=pbsplug_plugins)
     try:
-        root = Caller(0, ROLE_MANAGER)
-        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
-        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        root, job_id = _in_its_prologue(eng)
         real = _full_after(monkeypatch, small_home, eng, eng, "_record_deletion")
         [first] = eng.req_delete(root, [job_id])
         assert first["error"]["code"] == PBSE_SYSTEM, first
@@ -807,18 +819,13 @@ def test_a_refused_qdel_does_not_log_the_deletion(small_home, pbsplug_plugins,
     """'Job to be deleted at request of <user>@<host>' was logged before the deletion was
     written: a qdel refused for a full disk logged it too, and again at the next try. It is
     logged once the deletion is written: once, for the qdel that deleted the job."""
-    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+    from pbsplug.engine.server import Engine
 
-    from .test_poll import poll_until
 
-    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
-    work.chmod(0o777)
-    seen = _prologue_held(work, register_plugin)
+    work, seen = _prologue_held_in_a_work_folder(register_plugin)
     eng = Engine(Home(small_home), plugins=pbsplug_plugins)
     try:
-        root = Caller(0, ROLE_MANAGER)
-        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
-        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        root, job_id = _in_its_prologue(eng)
         _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
         said = _logged(eng, monkeypatch)
         [first] = eng.req_delete(root, [job_id])
@@ -1005,19 +1012,14 @@ def test_a_deletion_written_whose_end_was_not_ends_deleted_at_a_restart(
     start now, as the next qdel would end it: its end hooks run, one D, one execjob_abort;
     or two, the disk full before the abort's mark was cleared: the start cannot know it
     ran, and runs it again (abort hooks are cleanup)."""
-    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+    from pbsplug.engine.server import Engine
 
-    from .test_poll import poll_until
 
-    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
-    work.chmod(0o777)
-    seen = _prologue_held(work, register_plugin)
+    work, seen = _prologue_held_in_a_work_folder(register_plugin)
     eng = Engine(Home(small_home), plugins=pbsplug_plugins)
     again = None
     try:
-        root = Caller(0, ROLE_MANAGER)
-        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
-        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        root, job_id = _in_its_prologue(eng)
         _full_after(monkeypatch, small_home, eng, eng, full_after)
         [first] = eng.req_delete(root, [job_id])
         assert first["error"]["code"] == PBSE_SYSTEM, first
@@ -1070,19 +1072,14 @@ def test_a_server_killed_between_a_prologue_deletion_and_its_abort_runs_the_abor
     next qdel) ended the job with no execjob_abort, and what its execjob_begin hooks made
     on the host stayed. The deletion's write now says the abort is to come: it runs once,
     and the job ends deleted, one D record, one 'Job to be deleted'."""
-    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+    from pbsplug.engine.server import Engine
 
-    from .test_poll import poll_until
 
-    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
-    work.chmod(0o777)
-    seen = _prologue_held(work, register_plugin)
+    work, seen = _prologue_held_in_a_work_folder(register_plugin)
     eng = Engine(Home(small_home), plugins=pbsplug_plugins)
     again = None
     try:
-        root = Caller(0, ROLE_MANAGER)
-        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
-        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        root, job_id = _in_its_prologue(eng)
         real = _killed_before_the_abort(monkeypatch, eng)
         with pytest.raises(_Killed):
             eng.req_delete(root, [job_id])
@@ -1600,18 +1597,13 @@ def test_a_qdel_x_in_the_prologue_whose_purge_could_not_be_written_still_runs_ex
     failed, the qdel was refused with no execjob_abort run, and the next qdel took the
     mark for an abort run: what the job's execjob_begin hooks made stayed. The -x is
     kept in the mark's own write now: execjob_abort runs once, and the job ends."""
-    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+    from pbsplug.engine.server import Engine
 
-    from .test_poll import poll_until
 
-    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
-    work.chmod(0o777)
-    seen = _prologue_held(work, register_plugin)
+    work, seen = _prologue_held_in_a_work_folder(register_plugin)
     eng = Engine(Home(small_home), plugins=pbsplug_plugins)
     try:
-        root = Caller(0, ROLE_MANAGER)
-        job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
-        poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+        root, job_id = _in_its_prologue(eng)
         real = _full_after(monkeypatch, small_home, eng, eng.accounting, "deleted")
         [first] = eng.req_delete(root, [job_id], purge=True)
         assert first["error"]["code"] == PBSE_SYSTEM, first
