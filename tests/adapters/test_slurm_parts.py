@@ -1588,6 +1588,9 @@ def test_when_a_task_workers_first_process_is_killed_its_serving_process_takes_i
     try:
         until(worker.sock.exists, 30, "the worker's socket")
         servers.append(worker.served_by())
+        # the fork that answered may outlive its answer a moment: a child of the serving
+        # process too, it would be taken for the one the take-over forks
+        until(lambda: _serving(servers[0]) is None, 30, "the request's fork to end")
         first = worker.proc.pid
         os.kill(first, signal.SIGKILL)
         worker.proc.wait()
