@@ -1508,7 +1508,7 @@ class Simulator:
             extra: dict[str, Any] = {"progname": "", "argv": [], "env": {}, "pid": None} \
                 if event == "execjob_launch" else {}
             outcome = self._fire(event, job=lambda: Job(job_id, run.attrs), vnode_list=lambda:
-                                 self._event_vnodes(per_vnode, jobs=False), **extra)
+                                 self._job_vnodes(per_vnode), **extra)
             if outcome is None:
                 continue
             self._host_changes(run, outcome)
@@ -1516,7 +1516,7 @@ class Simulator:
             if step != lifecycle.PROCEED:
                 if lifecycle.abort_first(event, outcome.consequence):
                     self._fire("execjob_abort", job=lambda: Job(job_id, run.attrs),
-                               vnode_list=lambda: self._event_vnodes(per_vnode, jobs=False))
+                               vnode_list=lambda: self._job_vnodes(per_vnode))
                 comment = lifecycle.refused_comment(event, outcome.consequence,
                                                     outcome.message)
                 self._stop(run)
@@ -1546,7 +1546,7 @@ class Simulator:
             run.attrs["resources_used"] = dict(given)
         for name in self._end_events:
             outcome = self._fire(name, job=lambda: Job(run.tj.job_id, run.attrs),
-                                 vnode_list=lambda: self._event_vnodes(run.vnodes, jobs=False))
+                                 vnode_list=lambda: self._job_vnodes(run.vnodes))
             if outcome is None:
                 continue
             self._host_changes(run, outcome)
@@ -1835,19 +1835,16 @@ class Simulator:
             counts[counted] = counts.get(counted, 0) + 1
             self._counts_changed = True
 
-    def _event_vnodes(self, names: Iterable[str], jobs: bool = True) -> dict[str, Vnode]:
-        """Vnodes as hooks see them: their attributes, with the states and assignments the
-        running jobs give them (job-busy), as the engine derives them. With `jobs` (the
-        server's events: periodic, exechost_startup), each lists the cpus its running jobs
-        hold in ``jobs`` (`_cpu_slots`; [] when none), as the engine's do; a job's own
-        events (execjob_*) carry no ``jobs``, as the engine's (its stored vnodes), and
-        their objects are made for each event. An object of the server's events is made
-        again only when its vnode changed (a job's start or end, a hook's change) since an
-        event last carried it: a replay's periodic hook gets every vnode thousands of
-        times."""
+    def _event_vnodes(self, names: Iterable[str]) -> dict[str, Vnode]:
+        """The server's events' vnodes (periodic, exechost_startup) as the engine gives
+        them (`Engine._vnode_rows`): their attributes, with the states and assignments the
+        running jobs give them (job-busy), and in ``jobs`` the cpus each running job holds
+        (`_cpu_slots`; [] when none). An object is made again only when its vnode changed
+        (a job's start or end, a hook's change) since an event last carried it: a replay's
+        periodic hook gets every vnode thousands of times."""
         out = {}
         store, room, slots = self.vnode_attrs, self.room, self._cpu_slots
-        cache = self._event_vnode_cache if jobs else {}
+        cache = self._event_vnode_cache
         for name in names:
             vnode = cache.get(name)
             if vnode is not None:
@@ -1861,9 +1858,21 @@ class Simulator:
                 view["state"] = "job-busy" if attrs["state"] == "free" else \
                     f"{attrs['state']},job-busy"
             view["resources_assigned"] = {"ncpus": used}
-            if jobs:  # (no running job without periodic hooks: startup is before any)
-                view["jobs"] = slots.listed(name) if slots is not None else []
+            # (no running job without periodic hooks: startup is before any)
+            view["jobs"] = slots.listed(name) if slots is not None else []
             out[name] = cache[name] = Vnode(name, view)
+        return out
+
+    def _job_vnodes(self, names: Iterable[str]) -> dict[str, Vnode]:
+        """A job's own events' vnodes (execjob_*) as the engine gives them
+        (`Engine._job_vnodes`, `_NodeRead`): the stored attributes, made afresh for each
+        event: their stored state (no job-busy), no ``resources_assigned`` nor ``jobs``,
+        which the engine derives and never stores."""
+        store = self.vnode_attrs
+        out = {}
+        for name in names:
+            vnode = out[name] = Vnode(name, store[name])
+            vnode.own_values()
         return out
 
     def _vnode_changes(self, outcome: Outcome) -> None:

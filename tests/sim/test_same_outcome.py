@@ -6,6 +6,7 @@ attributes a hook reads, what happens to the job next)."""
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 
 import pytest
@@ -289,3 +290,91 @@ def test_a_jobs_own_events_carry_no_vnode_jobs_on_the_engine_nor_in_a_replay(
          TraceJob("2", 2, 0.0, 10.0, 1, 10.0)])
     assert sorted(hook.seen, key=str) == [("begin", {"n0": None}), ("begin", {"n0": None}),
                                           ("end", {"n0": None}), ("end", {"n0": None})]
+
+
+#: A plugin that notes, for each of a job's own events, what each of its vnodes carries
+#: that the server could derive from the running jobs: its state, resources_assigned and
+#: jobs (one JSON line per vnode, in the file SEEN, which the test puts in).
+VNODES_SOURCE = '''
+import json
+
+from pbsplug import PluginInfo, hookimpl
+
+EVENTS = ("execjob_begin", "execjob_prologue", "execjob_launch", "execjob_epilogue",
+          "execjob_end")
+plugin_info = PluginInfo(api="1.5", events=EVENTS, sim_safe=EVENTS)
+
+
+def note(event):
+    with open(SEEN, "a") as out:
+        for vnode in event.vnode_list.values():
+            assigned = vnode.get("resources_assigned")
+            out.write(json.dumps([event.type, vnode.get("state"),
+                                  dict(assigned) if assigned else None,
+                                  vnode.get("jobs")]) + "\\n")
+
+
+@hookimpl
+def execjob_begin(event):
+    note(event)
+
+
+@hookimpl
+def execjob_prologue(event):
+    note(event)
+
+
+@hookimpl
+def execjob_launch(event):
+    note(event)
+
+
+@hookimpl
+def execjob_epilogue(event):
+    note(event)
+
+
+@hookimpl
+def execjob_end(event):
+    note(event)
+'''
+
+#: What each event's vnode carries, on the engine and in a replay alike: its stored state
+#: (the engine's start and end events read the stored rows: no job-busy), and neither
+#: resources_assigned nor jobs, which the server derives and never stores.
+VNODES_SEEN = [[event, "free", None, None] for event in (
+    "execjob_begin", "execjob_prologue", "execjob_launch", "execjob_epilogue", "execjob_end")]
+
+
+@pytest.fixture
+def vnodes_plugin(dists, monkeypatch, tmp_path):
+    module = dists.add("vnodes", f"SEEN = {str(tmp_path / 'seen')!r}\n" + VNODES_SOURCE)
+    monkeypatch.syspath_prepend(str(dists.root))
+    yield importlib.import_module(module)
+    sys.modules.pop(module, None)
+
+
+def test_a_jobs_own_events_carry_its_vnodes_as_stored_on_the_engine_and_in_a_replay(
+        vnodes_plugin, dists, register_plugin, pbsplug_plugins, tmp_path):
+    """The engine gives a job's own events (execjob_*) its vnodes as it stores them. A
+    replay gave them the view of the server's events: job-busy on a vnode the job filled,
+    and resources_assigned."""
+    seen = tmp_path / "seen"
+    root = make_root()
+    engine = LocalEngine(root, "[plugins.vnodes]\nenabled = true\n", env=dists.env()).start()
+    try:
+        engine.wait(engine.submit("true\n", Resource_List={"select": "1:ncpus=1",
+                                                           "walltime": "00:05:00"}))
+    finally:
+        engine.stop()
+        remove_root(root)
+    assert [json.loads(line) for line in seen.read_text().splitlines()] == VNODES_SEEN
+
+    seen.unlink()
+    register_plugin(vnodes_plugin, "vnodes", isolation="inprocess")
+    # (each host has one cpu: the job fills its vnode)
+    Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+              policy=policy_settings("pbs"), workdir=tmp_path / "work").run(
+        [TraceJob("1", 1, 0.0, 10.0, 1, 300.0)])
+    assert [json.loads(line) for line in seen.read_text().splitlines()] == VNODES_SEEN
+
