@@ -510,8 +510,9 @@ class Simulator:
         self._driver_text = ""
         #: The record's file as last read: (inode, size, mtime, ctime), None before.
         self._driver_file: tuple[int, int, int, int] | None = None
-        #: Vnode objects as the last event carried them, while their vnode is unchanged.
-        self._event_vnode_cache: dict[str, Vnode] = {}
+        #: The server's events' vnode objects as the last event carried them, each with the
+        #: attributes it was made of, while their vnode is unchanged (`_event_vnodes`).
+        self._event_vnode_cache: dict[str, tuple[Vnode, dict[str, Any]]] = {}
         #: Which of its vnodes' cpus each running job holds, numbered as the engine numbers
         #: them (its `CpuSlots`): a periodic event's vnode lists them in its ``jobs``, as
         #: the engine's does. Kept only for a replay with periodic hooks (`_setup_hooks`):
@@ -1839,16 +1840,18 @@ class Simulator:
         """The server's events' vnodes (periodic, exechost_startup) as the engine gives
         them (`Engine._vnode_rows`): their attributes, with the states and assignments the
         running jobs give them (job-busy), and in ``jobs`` the cpus each running job holds
-        (`_cpu_slots`; [] when none). An object is made again only when its vnode changed
-        (a job's start or end, a hook's change) since an event last carried it: a replay's
-        periodic hook gets every vnode thousands of times."""
+        (`_cpu_slots`; [] when none). An object is carried again only while nothing
+        changed it since an event last carried it (its vnode: a job's start or end, a
+        hook's change; the object: a hook's write past the setters, which neither server
+        keeps, such as ``dict.__setitem__`` on its resources): a replay's periodic hook
+        gets every vnode thousands of times, and the engine makes each event's afresh."""
         out = {}
         store, room, slots = self.vnode_attrs, self.room, self._cpu_slots
         cache = self._event_vnode_cache
         for name in names:
-            vnode = cache.get(name)
-            if vnode is not None:
-                out[name] = vnode
+            known = cache.get(name)
+            if known is not None and known[0]._attrs == known[1]:
+                out[name] = known[0]
                 continue
             attrs = store[name]
             ncpus = _ncpus(attrs)
@@ -1860,7 +1863,9 @@ class Simulator:
             view["resources_assigned"] = {"ncpus": used}
             # (no running job without periodic hooks: startup is before any)
             view["jobs"] = slots.listed(name) if slots is not None else []
-            out[name] = cache[name] = Vnode(name, view)
+            vnode = out[name] = Vnode(name, view)
+            vnode.own_values()  # (shares nothing with `view`, which tells what it was)
+            cache[name] = (vnode, view)
         return out
 
     def _job_vnodes(self, names: Iterable[str]) -> dict[str, Vnode]:
