@@ -419,6 +419,10 @@ class Vnode(PbsObject):
     ``free``, ``offline``, ``job-busy`` or ``offline,job-busy``."""
 
     kind = "vnode"
+    #: No attribute of the Python object's own (``vnode._x = 1`` raises AttributeError):
+    #: everything a vnode holds is in its slots, which a replay compares to carry an
+    #: unchanged object to a later event (core/sim/carried.py).
+    __slots__ = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self._name, **super().to_dict()}

@@ -78,6 +78,7 @@ from ..units import (
     select_value,
 )
 from ..values import CHUNK_RESOURCES, RESOURCE_TYPES
+from .carried import Carried
 from .machine import DEFAULT_QUEUE, ENTRY_KEYS, Machine, PowerModel
 from .records import (
     COMPLETED,
@@ -512,7 +513,10 @@ class Simulator:
         self._driver_file: tuple[int, int, int, int] | None = None
         #: The server's events' vnode objects as the last event carried them, each with the
         #: attributes it was made of, while their vnode is unchanged (`_event_vnodes`).
-        self._event_vnode_cache: dict[str, tuple[Vnode, dict[str, Any]]] = {}
+        self._event_vnode_cache: dict[str, Carried[Vnode]] = {}
+        #: A periodic event's queued jobs' objects as the last run carried them, each with
+        #: the schedulers' object of its job then (`_event_jobs`).
+        self._event_job_cache: dict[str, tuple[Job, Carried[Job]]] = {}
         #: Which of its vnodes' cpus each running job holds, numbered as the engine numbers
         #: them (its `CpuSlots`): a periodic event's vnode lists them in its ``jobs``, as
         #: the engine's does. Kept only for a replay with periodic hooks (`_setup_hooks`):
@@ -681,8 +685,12 @@ class Simulator:
             # the objects it was given is reused.
             for name in objects.get("vnode_list") or ():
                 self._event_vnode_cache.pop(name, None)
+            for name in objects.get("job_list") or ():
+                self._event_job_cache.pop(name, None)
         for name in outcome.changes.get("vnode_list") or ():  # a hook wrote to its object
             self._event_vnode_cache.pop(name, None)
+        for name in outcome.changes.get("job_list") or ():
+            self._event_job_cache.pop(name, None)
         for run in outcome.runs:
             self.summary.hooks.count(run, event_type)
         return outcome
@@ -1843,29 +1851,35 @@ class Simulator:
         (`_cpu_slots`; [] when none). An object is carried again only while nothing
         changed it since an event last carried it (its vnode: a job's start or end, a
         hook's change; the object: a hook's write past the setters, which neither server
-        keeps, such as ``dict.__setitem__`` on its resources): a replay's periodic hook
-        gets every vnode thousands of times, and the engine makes each event's afresh."""
+        keeps, such as ``dict.__setitem__`` on its resources; `Carried`, which runs none
+        of a hook's code): a replay's periodic hook gets every vnode thousands of times,
+        and the engine makes each event's afresh. A new object's values are its own, and
+        copied only where they are the store's."""
         out = {}
         store, room, slots = self.vnode_attrs, self.room, self._cpu_slots
         cache = self._event_vnode_cache
         for name in names:
             known = cache.get(name)
-            if known is not None and known[0]._attrs == known[1]:
-                out[name] = known[0]
+            if known is not None and known.unchanged():
+                out[name] = known.obj
                 continue
             attrs = store[name]
             ncpus = _ncpus(attrs)
             used = ncpus - room[name]
-            view = attrs.copy()
+            vnode = out[name] = Vnode(name, attrs)
+            vnode.own_values()  # (a stored dict or list value: shares nothing with it)
+            view = vnode._attrs
             if ncpus and used >= ncpus:  # a stored state is "free" or states without it
                 view["state"] = "job-busy" if attrs["state"] == "free" else \
                     f"{attrs['state']},job-busy"
-            view["resources_assigned"] = {"ncpus": used}
-            # (no running job without periodic hooks: startup is before any)
+            view["resources_assigned"] = vnode._wrap("resources_assigned", {"ncpus": used})
+            # (no running job without periodic hooks: startup is before any; a new list)
             view["jobs"] = slots.listed(name) if slots is not None else []
-            vnode = out[name] = Vnode(name, view)
-            vnode.own_values()  # (shares nothing with `view`, which tells what it was)
-            cache[name] = (vnode, view)
+            carried = Carried.of(vnode)
+            if carried is not None:
+                cache[name] = carried
+            else:
+                cache.pop(name, None)
         return out
 
     def _job_vnodes(self, names: Iterable[str]) -> dict[str, Vnode]:
@@ -2036,7 +2050,7 @@ class Simulator:
         if self.routing:
             runs += [run for run in self.routing.values() if run.attrs["job_state"] == "Q"]
         runs.sort(key=lambda run: run.seq)  # (a requeued job comes last in `queued`)
-        jobs = {run.tj.job_id: run.job for run in runs}
+        jobs = self._event_jobs(runs)
         outcome = self._fire_only("periodic", (name,),
                                   vnode_list=self._event_vnodes(self.vnode_attrs),
                                   resv_list={}, job_list=jobs)
@@ -2046,6 +2060,29 @@ class Simulator:
             self._seen = {self._fingerprint()}
             self._seen_from = self._last_change
         self._vnode_changes(outcome)
+
+    def _event_jobs(self, runs: list[_Run]) -> dict[str, Job]:
+        """A periodic event's queued jobs (``job_list``) as the engine gives them: an
+        object of the event's own for each, never the one the schedulers read
+        (``run.job``), with values of its own, as the engine makes them afresh for each
+        run. One is carried to the next run while its job's object is the same and
+        nothing changed it (`Carried`), as a vnode's (`_event_vnodes`)."""
+        jobs = {}
+        last, cache = self._event_job_cache, {}
+        for run in runs:
+            job_id = run.tj.job_id
+            known = last.get(job_id)
+            if known is not None and known[0] is run.job and known[1].unchanged():
+                jobs[job_id] = known[1].obj
+                cache[job_id] = known
+                continue
+            job = jobs[job_id] = Job(job_id, run.attrs)
+            job.own_values()
+            carried = Carried.of(job)
+            if carried is not None:
+                cache[job_id] = (run.job, carried)
+        self._event_job_cache = cache  # (the jobs queued now only)
+        return jobs
 
     def _new_state(self) -> bool:
         """Whether what the periodic hooks changed, with nothing else happening, brought

@@ -16,6 +16,7 @@ from pbsplug.engine.errors import PbsError
 from pbsplug.engine.home import Home
 from pbsplug.engine.server import Engine
 from pbsplug.engine.testing import LocalEngine, make_root, remove_root
+from pbsplug.objects import Vnode
 from pbsplug.sim.engine import Simulator, policy_settings
 from pbsplug.sim.machine import uniform
 from pbsplug.sim.records import COMPLETED, FAILED, REJECTED, TraceJob
@@ -436,3 +437,106 @@ def test_a_hooks_write_past_the_setters_reaches_no_later_event_on_the_engine_nor
     # (an object nothing changed is carried again: the power plugin keeps what it read of
     # each, docs/plugin-authors.md)
     assert all(other is hook.others[0] for other in hook.others)
+
+
+class Nasty(int):
+    """A hook's own int: comparing it runs the hook's code, which the caller never does."""
+
+    compared = 0
+
+    def __eq__(self, other):
+        Nasty.compared += 1
+        raise RuntimeError("a hook's __eq__ ran in the simulator")
+
+    __hash__ = int.__hash__
+
+
+class PastTheSettersTyped:
+    """A periodic hook that notes the first vnode's ncpus (its value and exact type) and
+    the first queued job's Resource_List.ncpus, then writes over both past the setters
+    (``dict.__setitem__``): in turn True, 1.0 and a `Nasty` 1 on the vnode (each equal
+    to its 1), 99 on the job."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.seen: list[object] = []
+        self.jobs: list[object] = []
+        self.writes = [True, 1.0, Nasty(1)]
+
+    @hookimpl
+    def periodic(self, event):
+        vnode = event.vnode_list[min(event.vnode_list)]
+        ncpus = vnode.resources_available["ncpus"]
+        self.seen.append((type(ncpus).__name__, ncpus))
+        dict.__setitem__(vnode.resources_available, "ncpus",
+                         self.writes[(len(self.seen) - 1) % 3])
+        for job in event.job_list.values():
+            self.jobs.append(job.Resource_List["ncpus"])
+            dict.__setitem__(job.Resource_List, "ncpus", 99)
+
+
+def test_a_hooks_write_past_the_setters_of_another_type_reaches_no_later_run(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """Each periodic run's vnodes and queued jobs are its own, as on the engine: what a
+    hook wrote past the setters is gone at the next run, even a value equal to the one it
+    replaced (True, 1.0 for 1), and the simulator never compares a hook's object (its
+    ``__eq__`` raised inside the replay). A queued job's object was the one the
+    schedulers read, carried to every run."""
+    hook = PastTheSettersTyped()
+    register_plugin(hook, "typed", isolation="inprocess", freq=3600)
+    Nasty.compared = 0
+    guard_periodic_runs(monkeypatch, most=6)
+    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    with pytest.raises(RuntimeError, match="the replay goes on"):
+        # (two one-cpu hosts: the third job stays queued behind the first two)
+        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6), TraceJob("2", 2, 0.0, 1e6, 1, 1e6),
+                 TraceJob("3", 3, 0.0, 1e6, 1, 1e6)])
+    assert len(hook.seen) >= 4 and hook.seen == [("int", 1)] * len(hook.seen)
+    assert hook.jobs == [1] * len(hook.seen)
+    assert Nasty.compared == 0
+
+
+class ReadsOnly:
+    """A periodic hook that reads each vnode's unset resources_used and its jobs (a read
+    that gives it a copy of its own), and keeps the objects it got."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.got: list[dict[str, object]] = []
+
+    @hookimpl
+    def periodic(self, event):
+        for vnode in event.vnode_list.values():
+            assert not vnode.resources_used
+            assert type(vnode.jobs) is list
+        self.got.append(dict(event.vnode_list))
+
+
+def test_a_vnode_a_hook_only_read_is_carried_to_the_next_run(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """Reading an unset resource attribute adds an empty mapping to the object, and
+    reading a list attribute gives the hook a copy: neither is a change, and the object
+    is carried again (a replay made every such vnode again at every run, and the power
+    plugin, which keeps what it read of each object, read them all again)."""
+    hook = ReadsOnly()
+    register_plugin(hook, "reads", isolation="inprocess", freq=3600)
+    guard_periodic_runs(monkeypatch, most=3)
+    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    with pytest.raises(RuntimeError, match="the replay goes on"):
+        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    assert len(hook.got) == 3
+    for later in hook.got[1:]:
+        assert all(later[name] is hook.got[0][name] for name in later)
+
+
+def test_a_vnode_object_has_no_attribute_of_its_own():
+    """A vnode holds everything in its slots: an attribute of the Python object's own,
+    which a replay's comparison of the object would not see, cannot be set."""
+    vnode = Vnode("n0", {"state": "free"})
+    with pytest.raises(AttributeError):
+        vnode._x = 1
+
