@@ -1512,12 +1512,13 @@ class Simulator:
         if self._cpu_slots is not None:  # (before `_occupy`, which forgets the event objects)
             self._cpu_slots.take(job_id, chunks, {
                 name: _ncpus(self.vnode_attrs[name]) for name in per_vnode})
+        times = self._use_times(per_vnode) if self._start_events else None
         run.hosts = tuple(sorted(self._occupy(run, +1)))
         for event in self._start_events:
             extra: dict[str, Any] = {"progname": "", "argv": [], "env": {}, "pid": None} \
                 if event == "execjob_launch" else {}
             outcome = self._fire(event, job=lambda: Job(job_id, run.attrs), vnode_list=lambda:
-                                 self._job_vnodes(per_vnode), **extra)
+                                 self._job_vnodes(per_vnode, times), **extra)
             if outcome is None:
                 continue
             self._host_changes(run, outcome)
@@ -1525,7 +1526,7 @@ class Simulator:
             if step != lifecycle.PROCEED:
                 if lifecycle.abort_first(event, outcome.consequence):
                     self._fire("execjob_abort", job=lambda: Job(job_id, run.attrs),
-                               vnode_list=lambda: self._job_vnodes(per_vnode))
+                               vnode_list=lambda: self._job_vnodes(per_vnode, times))
                 comment = lifecycle.refused_comment(event, outcome.consequence,
                                                     outcome.message)
                 self._stop(run)
@@ -1544,6 +1545,7 @@ class Simulator:
         heapq.heappush(self._ends, (run.end, run.seq, job_id))
 
     def _end(self, run: _Run) -> None:
+        times = self._use_times(run.vnodes) if self._end_events else None
         self._stop(run)
         action = event = None
         state = WALLTIME if run.killed else _STATUS_STATES.get(run.tj.status, COMPLETED)
@@ -1555,7 +1557,7 @@ class Simulator:
             run.attrs["resources_used"] = dict(given)
         for name in self._end_events:
             outcome = self._fire(name, job=lambda: Job(run.tj.job_id, run.attrs),
-                                 vnode_list=lambda: self._job_vnodes(run.vnodes))
+                                 vnode_list=lambda: self._job_vnodes(run.vnodes, times))
             if outcome is None:
                 continue
             self._host_changes(run, outcome)
@@ -1882,16 +1884,33 @@ class Simulator:
                 cache.pop(name, None)
         return out
 
-    def _job_vnodes(self, names: Iterable[str]) -> dict[str, Vnode]:
+    def _use_times(self, names: Iterable[str]) -> dict[str, tuple[Any, Any]]:
+        """Each vnode's `_USE_TIMES` as they are now: a job's own events see them as
+        they were before its start or end (`_job_vnodes`)."""
+        store = self.vnode_attrs
+        return {name: (store[name].get("last_used_time"),
+                       store[name].get("last_state_change_time")) for name in names}
+
+    def _job_vnodes(self, names: Iterable[str],
+                    times: dict[str, tuple[Any, Any]] | None) -> dict[str, Vnode]:
         """A job's own events' vnodes (execjob_*) as the engine gives them
         (`Engine._job_vnodes`, `_NodeRead`): the stored attributes, made afresh for each
         event: their stored state (no job-busy), no ``resources_assigned`` nor ``jobs``,
-        which the engine derives and never stores."""
+        which the engine derives and never stores; and last_used_time and
+        last_state_change_time as `times` has them (before the job's start or end, which
+        the engine writes only after these events: `Engine._finish`, `_track_states`)."""
         store = self.vnode_attrs
         out = {}
         for name in names:
             vnode = out[name] = Vnode(name, store[name])
             vnode.own_values()
+            if times is not None:
+                attrs = vnode._attrs
+                for key, value in zip(_USE_TIMES, times[name], strict=True):
+                    if value is None:
+                        attrs.pop(key, None)
+                    else:
+                        attrs[key] = value
         return out
 
     def _vnode_changes(self, outcome: Outcome) -> None:

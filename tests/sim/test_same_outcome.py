@@ -17,7 +17,7 @@ from pbsplug.engine.home import Home
 from pbsplug.engine.server import Engine
 from pbsplug.engine.testing import LocalEngine, make_root, remove_root
 from pbsplug.objects import Vnode
-from pbsplug.sim.engine import Simulator, policy_settings
+from pbsplug.sim.engine import EPOCH, Simulator, policy_settings
 from pbsplug.sim.machine import uniform
 from pbsplug.sim.records import COMPLETED, FAILED, REJECTED, TraceJob
 from pbsplug.units import format_duration
@@ -540,3 +540,45 @@ def test_a_vnode_object_has_no_attribute_of_its_own():
     with pytest.raises(AttributeError):
         vnode._x = 1
 
+
+class UseTimes:
+    """Notes, at each of a job's execjob_begin and execjob_end, its vnode's
+    last_used_time and last_state_change_time."""
+
+    plugin_info = PluginInfo(events=("execjob_begin", "execjob_end"),
+                             sim_safe=("execjob_begin", "execjob_end"))
+
+    def __init__(self):
+        self.seen: list[tuple[str, str, object, object]] = []
+
+    def _note(self, event):
+        for vnode in event.vnode_list.values():
+            self.seen.append((event.job.id, event.type, vnode.last_used_time,
+                              vnode.last_state_change_time))
+
+    @hookimpl
+    def execjob_begin(self, event):
+        self._note(event)
+
+    @hookimpl
+    def execjob_end(self, event):
+        self._note(event)
+
+
+def test_a_jobs_own_events_see_its_vnodes_use_times_as_before_its_start_or_end(
+        register_plugin, pbsplug_plugins, tmp_path):
+    """The engine writes a vnode's last_used_time when a job's end hooks are done
+    (`Engine._finish`) and its last_state_change_time (free to job-busy and back) when
+    the start or end hooks are done (`_track_states`): these events see the times before
+    the job's start or end. A replay wrote both before them (at execjob_end,
+    last_used_time was the job's own end)."""
+    hook = UseTimes()
+    register_plugin(hook, "times", isolation="inprocess")
+    # (one one-cpu host: job 1 runs from 5 to 15, job 2 from 20 to 30)
+    Simulator(uniform(1, 1, "test"), Sink(), plugins=pbsplug_plugins,
+              policy=policy_settings("pbs"), workdir=tmp_path / "work").run(
+        [TraceJob("1", 1, 5.0, 10.0, 1, 100.0), TraceJob("2", 2, 20.0, 10.0, 1, 100.0)])
+    # (a replay's clock starts at EPOCH; its vnodes were last used and changed at 0)
+    assert hook.seen == [("1", "execjob_begin", 0, 0), ("1", "execjob_end", 0, EPOCH + 5),
+                         ("2", "execjob_begin", EPOCH + 15, EPOCH + 15),
+                         ("2", "execjob_end", EPOCH + 15, EPOCH + 20)]
