@@ -463,9 +463,6 @@ def running_jobs(ctx: Context) -> dict[str, list[str]]:
 #: JobName=``, ``JobId=8 HetJobId=7 HetJobOffset=1 JobName=``).
 _IDENTITY = re.compile(r"JobId=([0-9]+) (?:ArrayJobId=([0-9]+) ArrayTaskId=([0-9]+) "
                        r"|HetJobId=([0-9]+) HetJobOffset=([0-9]+) )?JobName=")
-#: The jobs whose record is read twice that one run asks scontrol for alone.
-MAX_ASKED_ALONE = 10
-
 
 def _identity(line: str) -> str | None:
     """The job a record is of, as squeue's ``%i`` writes it (`_IDENTITY`), or None."""
@@ -492,7 +489,10 @@ def cpu_slots(ctx: Context, nodes_of: Mapping[str, Collection[str]]
     name that forges an allocation makes: ``NodeList=`` before Slurm's own) is left out
     before anything in it is expanded; a job read twice (a line break in another job's
     name can start a line as its record does) is asked for alone, ``scontrol -a -o -d
-    show job <id>``, whose first line is its own record (`MAX_ASKED_ALONE` a run). The
+    show job <id>``, whose first line is its own record: each such job once, and only the
+    jobs squeue named, so a run asks no more than squeue named jobs holding a node,
+    however many lines a forger's text holds (a fixed cap of ten left every job past the
+    tenth one entry a node, which any user's job name could make of a site's all). The
     nodes expanded are at most as many as squeue named, over the run. A job left out, or
     whose allocation does not read, is one entry a node (`running_jobs`); a scontrol that
     fails leaves them all so, in one log line: which jobs hold a node is squeue's, and the
@@ -508,7 +508,7 @@ def cpu_slots(ctx: Context, nodes_of: Mapping[str, Collection[str]]
         job_id = _identity(line)
         if job_id is not None and job_id in nodes_of:
             records.setdefault(job_id, []).append(line.rstrip("\r"))
-    for job_id in [j for j, lines in records.items() if len(lines) > 1][:MAX_ASKED_ALONE]:
+    for job_id in [j for j, lines in records.items() if len(lines) > 1]:  # (in nodes_of)
         try:
             alone = ctx.slurm.run("scontrol", "-a", "-o", "-d", "show", "job", job_id)
         except SlurmError:

@@ -2277,6 +2277,31 @@ def test_another_jobs_name_with_a_line_break_leaves_a_jobs_cpus_as_they_are(name
         "n4": ["2/0", "3/1"], "n3": ["1/0", "1/1"], "n1": ["5/0"], "n2": ["5/0"]}
 
 
+def _one_cpu_of(job_id: int, node: str) -> str:
+    """Job `job_id`'s record on cpu 1 of `node` alone, as 22.05 writes it."""
+    return _one_cpu_of_n4(job_id, 1).replace("n4 ", f"{node} ")
+
+
+def test_every_job_another_jobs_name_forges_a_record_of_is_asked_for_alone_once():
+    """Ten jobs read twice were asked for alone a run, and the rest were one entry a node,
+    ``<id>/0``: one user's job name with a line break then ``JobId=<id> JobName=y`` for
+    each running job made every node's cpus past the tenth job wrong. Each job squeue named
+    that is read twice is asked for alone now, once however often it is forged; a job
+    squeue did not name is never asked for: a run asks scontrol no more than once more a
+    job squeue named holding a node."""
+    named = range(1, 31)
+    running = "".join(f"{j}|m{j}\n" for j in named)
+    name = "x" + "".join(f"\nJobId={j} JobName=y" for j in named) * 50 + "".join(
+        f"\nJobId={k} JobName=z" for k in range(1000, 6000))  # (jobs squeue did not name)
+    detail = _pending_record(99, name) + "".join(_one_cpu_of(j, f"m{j}") for j in named)
+    fake = _PowerSlurm(running=running, detail=detail,
+                       alone={str(j): _one_cpu_of(j, f"m{j}") for j in named})
+    assert slurm_power.running_jobs(type("Ctx", (), {"slurm": fake})()) == {
+        f"m{j}": [f"{j}/1"] for j in named}
+    alone = [args[6] for args in fake.asked if len(args) == 7 and args[0] == "scontrol"]
+    assert sorted(alone, key=int) == [str(j) for j in named]
+
+
 #: ``scontrol show config`` of Slurm 22.05 (no ``--json``: "unrecognized option"), its
 #: first line and those around PrivateData and SlurmUser, copied from the tests' cluster
 #: run with PrivateData=jobs,cloud (Slurm writes its flags in its own order).
