@@ -408,11 +408,14 @@ def pending_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
 
 
 def node_jobs(ctx: Context, states: str, what: str) -> dict[str, list[str]]:
-    """Each node's jobs in squeue's `states` (``squeue -h -a -t STATES -o %i|%N``), in
-    squeue's order; `what` names one such job in an error. A squeue that fails is
-    `SlurmError`, the run's error (nothing is powered off); a line whose nodes do not read
-    is that too: a job left out would leave its node unprotected."""
-    text = ctx.slurm.run("squeue", "-h", "-a", "-t", states, "-o", "%i|%N")
+    """Each node's jobs in squeue's `states` (``squeue -h -a -t STATES -o %A|%N``), in
+    squeue's order; `what` names one such job in an error. Each job by its own id (``%A``,
+    the id every job event's ``job.id`` and exechost_periodic's job list have: an array
+    task's and a heterogeneous job part's own; ``%i`` wrote ``5_1``, ``7+1``, which no
+    event has). A squeue that fails is `SlurmError`, the run's error (nothing is powered
+    off); a line whose nodes do not read is that too: a job left out would leave its node
+    unprotected."""
+    text = ctx.slurm.run("squeue", "-h", "-a", "-t", states, "-o", "%A|%N")
     out: dict[str, list[str]] = {}
     for line in text.splitlines():
         job_id, bar, nodes = line.partition("|")
@@ -458,26 +461,23 @@ def running_jobs(ctx: Context) -> dict[str, list[str]]:
 
 
 #: A job record's identity: the fields scontrol writes before the first of the job's own
-#: text (its name), so that no text of any job can forge them: the job id, then an array
-#: task's or a heterogeneous job part's ids (22.05: ``JobId=6 ArrayJobId=5 ArrayTaskId=1
-#: JobName=``, ``JobId=8 HetJobId=7 HetJobOffset=1 JobName=``).
+#: text (its name), so that no text of any job can forge them: the job id (an array task's
+#: and a heterogeneous job part's own, squeue's ``%A``), then an array task's or a
+#: heterogeneous job part's ids (22.05: ``JobId=6 ArrayJobId=5 ArrayTaskId=1 JobName=``,
+#: ``JobId=8 HetJobId=7 HetJobOffset=1 JobName=``).
 _IDENTITY = re.compile(r"JobId=([0-9]+) (?:ArrayJobId=([0-9]+) ArrayTaskId=([0-9]+) "
                        r"|HetJobId=([0-9]+) HetJobOffset=([0-9]+) )?JobName=")
 
 def _identity(line: str) -> str | None:
-    """The job a record is of, as squeue's ``%i`` writes it (`_IDENTITY`), or None."""
+    """The job a record is of, as squeue's ``%A`` writes it (`_IDENTITY`), or None."""
     match = _IDENTITY.match(line)
-    if match is None:
-        return None
-    job_id, array_id, task, het_id, offset = match.groups()
-    return (f"{array_id}_{task}" if array_id else f"{het_id}+{offset}" if het_id
-            else job_id)
+    return None if match is None else match.group(1)
 
 
 def cpu_slots(ctx: Context, nodes_of: Mapping[str, Collection[str]]
               ) -> dict[tuple[str, str], list[int]]:
-    """Each job's Slurm CPU ids on each of its nodes, by (its id as squeue's ``%i`` writes
-    it: ``1234_5`` for an array task, ``1234+0`` for a part of a heterogeneous job; node),
+    """Each job's Slurm CPU ids on each of its nodes, by (its id as squeue's ``%A`` writes
+    it: an array task's and a heterogeneous job part's own, as its events have it; node),
     for the jobs and nodes squeue named (`nodes_of`), from ``scontrol -a -o -d show job``'s
     allocation (``Nodes=n[1-2] CPU_IDs=0-1``; ``-a`` for the jobs of hidden partitions and
     of partitions the caller's groups may not use).

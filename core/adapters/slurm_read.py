@@ -134,6 +134,8 @@ class Slurm:
         checked_job_id(job_id)
         text = self.run("scontrol", "-o", "-d", "show", "job", job_id)
         lines = _records(text)
+        if len(lines) > 1 and _het_leader(lines[0], job_id):
+            lines = _records(self.run("scontrol", "-o", "-d", "show", "job", f"{job_id}+0"))
         if len(lines) > 1:
             raise JobTextError(_SPLIT.format(job_id=job_id))
         if not lines or not lines[0].startswith("JobId="):  # (not the job's text: Slurm's)
@@ -148,8 +150,20 @@ class Slurm:
         for name in names:  # each goes into scontrol's input: one line, one name
             if not NODE_NAME.fullmatch(name):
                 raise SlurmError(f"node name {name[:80]!r}: expected a host name")
-        commands = f"show job {job_id}\n" + (f"show node {','.join(names)}\n" if names
-                                              else "")
+        job, nodes, lines = self._job_and_nodes(job_id, job_id, names)
+        if len(lines) > 1 and _het_leader(lines[0], job_id):
+            job, nodes, lines = self._job_and_nodes(job_id, f"{job_id}+0", names)
+        if len(lines) > 1:
+            raise JobTextError(_SPLIT.format(job_id=job_id))
+        return job, nodes
+
+    def _job_and_nodes(self, job_id: str, asked: str, names: Sequence[str]
+                       ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[str]]:
+        """`job_and_nodes`' one scontrol, for `asked` (the job, or part 0 of the
+        heterogeneous job it leads): the job, the nodes and the answer's job lines (one,
+        unless a line break in the job's text or the job's other parts)."""
+        commands = f"show job {asked}\n" + (f"show node {','.join(names)}\n" if names
+                                             else "")
         argv = [f"{self.bin_dir}/scontrol", "-o", "-d"]
         try:
             done = subprocess.run(argv, input=commands, capture_output=True, text=True,
@@ -171,7 +185,9 @@ class Slurm:
         if not jobs:
             why = " ".join(done.stderr.split())[:300] or "no answer"
             raise SlurmError(f"scontrol show job {job_id}: {why}")
-        if len(jobs) > 1 or len(lines) > 1 + len(names):
+        if len(jobs) > 1:
+            return {}, {}, jobs  # (a split job's text, or a heterogeneous job's parts)
+        if len(lines) > 1 + len(names):
             raise JobTextError(_SPLIT.format(job_id=job_id))
         for line in lines:
             if line.startswith("NodeName="):
@@ -179,7 +195,7 @@ class Slurm:
                 nodes[fields.get("NodeName", "")] = vnode_attributes(fields)
             elif not line.startswith("JobId="):
                 raise JobTextError(_SPLIT.format(job_id=job_id))
-        return job_attributes(parse_line(jobs[0]), self), nodes
+        return job_attributes(parse_line(jobs[0]), self), nodes, jobs
 
     def nodes(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The nodes' attributes as PBS's vnodes (`vnode_attributes`), by name."""
@@ -276,6 +292,15 @@ MAX_HOSTS = 1_000_000
 #: A reading that holds more than one job and its nodes: some free text broke a line.
 _SPLIT = ("scontrol show job {job_id}: its answer has more lines than the job and its nodes "
           "(a job name, comment or path with a line break): not read")
+
+
+def _het_leader(line: str, job_id: str) -> bool:
+    """Whether scontrol's first record of ``show job <job_id>`` is part 0 of a
+    heterogeneous job that `job_id` leads: 22.05 answers such a job with each of its parts,
+    one record each (``JobId=7 HetJobId=7 HetJobOffset=0 JobName=``, then ``JobId=8
+    HetJobId=7 HetJobOffset=1 JobName=``), and ``<job_id>+0`` with part 0 alone. The fields
+    before JobName are Slurm's: no job's text comes before them."""
+    return line.startswith(f"JobId={job_id} HetJobId={job_id} HetJobOffset=0 JobName=")
 
 
 def _records(text: str) -> list[str]:

@@ -98,6 +98,55 @@ def test_what_a_jobs_free_text_could_forge_is_refused():
     assert len(fields["_alloc"]) == 2  # a comment's Nodes= is no allocation line
 
 
+def _scontrol_answering(folder: Path, answers: dict[str, str]) -> Slurm:
+    """A Slurm whose scontrol answers ``show job <id>`` (its arguments, or the first line
+    of its input as `Slurm.job_and_nodes` writes it) with ``answers[<id>]``."""
+    for asked, text in answers.items():
+        (folder / f"answer-{asked}").write_text(text)
+    scontrol = folder / "scontrol"
+    scontrol.write_text('#!/bin/sh\nif [ $# -gt 2 ]; then asked=$5; else read -r _ _ asked; '
+                        f'fi\ncat "{folder}/answer-$asked"\n')
+    scontrol.chmod(0o755)
+    return Slurm(bin_dir=str(folder), env=None)
+
+
+def test_a_heterogeneous_jobs_part_0_is_read_alone(tmp_path):
+    """22.05 answers ``scontrol show job 7`` for a heterogeneous job with each of its parts,
+    one record each (``JobId=7 HetJobId=7 HetJobOffset=0 JobName=``, then ``JobId=8 ...``):
+    that was taken for a job text with a line break, and PrologSlurmctld requeued every
+    heterogeneous job held. Part 0 is asked for alone (``7+0``), whose record is its own;
+    a job whose first record is no such part 0 (the fields before JobName are Slurm's) is
+    refused as before, whatever its name forges."""
+    part0 = JOB.replace("JobId=3 JobName=", "JobId=7 HetJobId=7 HetJobOffset=0 JobName=")
+    part1 = JOB.replace("JobId=3 JobName=", "JobId=8 HetJobId=7 HetJobOffset=1 JobName=")
+    slurm_ = _scontrol_answering(tmp_path, {"7": f"{part0}\n{part1}\n", "7+0": part0 + "\n",
+                                            "8": part1 + "\n"})
+    assert slurm_.job("7")["id"] == "7"
+    assert slurm_.job_and_nodes("7", [])[0]["id"] == "7"
+    assert slurm_.job("8")["id"] == "8"
+    forged = JOB.replace("JobName=two words", "JobName=x\nJobId=3 HetJobId=3 HetJobOffset=0 "
+                         "JobName=y")
+    slurm_ = _scontrol_answering(tmp_path, {"3": forged + "\n", "3+0": JOB + "\n"})
+    with pytest.raises(JobTextError):
+        slurm_.job("3")
+    with pytest.raises(JobTextError):
+        slurm_.job_and_nodes("3", [])
+
+
+def test_the_power_programs_name_array_tasks_and_heterogeneous_parts_by_their_own_ids():
+    """squeue's ``%i`` (``5_1``, ``7+1``) named the jobs of the periodic event's vnode
+    ``jobs`` and ``suspended_jobs``, ids no event has (each job event's ``job.id`` and
+    exechost_periodic's job list are the task's or part's own: squeue's ``%A``)."""
+    record = _one_cpu_of_n4(8, 1).replace("JobId=8 JobName=",
+                                          "JobId=8 HetJobId=7 HetJobOffset=1 JobName=")
+    fake = _PowerSlurm(running="8|n4\n", suspended="6|n3\n", detail=record)
+    ctx = type("Ctx", (), {"slurm": fake})()
+    assert slurm_power.running_jobs(ctx) == {"n4": ["8/1"]}
+    assert slurm_power.suspended_jobs(ctx) == {"n3": ["6"]}
+    assert ("squeue", "-h", "-a", "-t", "CF,R,CG,RS,SI,SO,ST", "-o", "%A|%N") in fake.asked
+    assert ("squeue", "-h", "-a", "-t", "S", "-o", "%A|%N") in fake.asked
+
+
 def test_a_job_name_of_thousands_of_forged_keys_makes_a_short_error():
     """The refusal named every key read twice: a job name of 20,000 forged pairs read
     twice (or one key of 100,000 letters) made an error line of hundreds of kilobytes in
@@ -258,7 +307,7 @@ def test_each_nodes_suspended_jobs_are_read_and_a_line_not_read_is_the_runs_erro
     fake = Fake("7|n[1-2]\n8|n2\n")
     ctx = type("Ctx", (), {"slurm": fake})()
     assert slurm_power.suspended_jobs(ctx) == {"n1": ["7"], "n2": ["7", "8"]}
-    assert fake.asked == [("squeue", "-h", "-a", "-t", "S", "-o", "%i|%N")]
+    assert fake.asked == [("squeue", "-h", "-a", "-t", "S", "-o", "%A|%N")]
     ctx.slurm = Fake("9|bad[list\n")
     with pytest.raises(SlurmError, match="suspended job 9: its nodes not read"):
         slurm_power.suspended_jobs(ctx)
@@ -1847,7 +1896,7 @@ def test_the_plugins_reason_names_the_jobs_that_keep_a_slurm_node_up(
     why = {h: pbsplug_power.state.status(state)["hosts"][h] for h in ("n1", "n3")}
     assert "n1 has a job (12), not idle" in json.dumps(why["n1"])
     assert "n3 has a suspended job (7), not idle" in json.dumps(why["n3"])
-    assert ("squeue", "-h", "-a", "-t", "CF,R,CG,RS,SI,SO,ST", "-o", "%i|%N") in fake.asked
+    assert ("squeue", "-h", "-a", "-t", "CF,R,CG,RS,SI,SO,ST", "-o", "%A|%N") in fake.asked
 
 
 def test_a_failed_squeue_leaves_the_periodic_run_out_not_fired_with_no_jobs(tmp_path, caplog):
@@ -2352,7 +2401,7 @@ class _PowerSlurm(_Hostnames):
                  detail="", alone=None):
         self.config, self.squeue_fails = config, squeue_fails
         self.nodes = nodes if nodes is not None else [{"name": "n1", "state": "idle"}]
-        #: ``squeue -h -a -t S -o %i|%N``'s answer, and that of the states holding cpus
+        #: ``squeue -h -a -t S -o %A|%N``'s answer, and that of the states holding cpus
         #: (what 22.05 prints: id|nodes lines, the nodes a hostlist)
         self.suspended, self.running = suspended, running
         #: ``scontrol -a -o -d show job``'s answer (`SHOW_JOB_D`), and that of ``... show
@@ -2391,9 +2440,9 @@ class _PowerSlurm(_Hostnames):
 
 
 @pytest.mark.parametrize("script,argv,first", [
-    ("periodic", [], "periodic job -: /usr/bin/squeue -h -a -t S -o %i|%N: exit status 1: "),
+    ("periodic", [], "periodic job -: /usr/bin/squeue -h -a -t S -o %A|%N: exit status 1: "),
     ("suspend", ["n1"], "suspend job -: SuspendProgram n1: kept up, but Slurm now counts them "
-                        "as powered down: /usr/bin/squeue -h -a -t S -o %i|%N: "
+                        "as powered down: /usr/bin/squeue -h -a -t S -o %A|%N: "
                         "exit status 1: "),
 ])
 def test_a_failed_squeue_is_the_power_runs_error_and_nothing_is_powered_off(
@@ -2438,7 +2487,7 @@ def test_suspendprogram_keeps_up_a_node_with_a_suspended_job(tmp_path, caplog):
     ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, Runner(), fake)
     with caplog.at_level(logging.INFO, logger="pbsplug.slurm"):
         assert slurm_power.suspend(ctx, {}, ["n[1-3]"])["exit"] == 0
-    assert ("squeue", "-h", "-a", "-t", "S", "-o", "%i|%N") in fake.asked
+    assert ("squeue", "-h", "-a", "-t", "S", "-o", "%A|%N") in fake.asked
     assert fired == [["n3"]]
     assert set(slurm_power._off_record(ctx)) == {"n3"}
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [

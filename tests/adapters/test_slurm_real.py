@@ -410,3 +410,47 @@ def test_exechost_periodic_lists_the_jobs_of_partitions_hidden_from_the_caller(s
 
     assert periodic_jobs("n3") == [hidden]
     assert periodic_jobs("n4") == [grouped]
+
+
+def test_a_heterogeneous_jobs_parts_run_and_periodic_jobs_name_them_as_their_events_do(
+        slurmtest):
+    """A heterogeneous job (``sbatch ... : ...``): part 0 on one cpu of n3, part 1 on both
+    cpus of n1. Each part is a job of its own to Slurm (its own id: squeue's ``%A``, the
+    SLURM_JOB_ID of its scripts), and ``scontrol show job <part 0's id>`` answers every
+    part, one record each: the adapter took that for a job whose text holds a line break,
+    and PrologSlurmctld requeued the job held; it never ran. Part 0 is read alone now
+    (``<id>+0``): each part gets its runjob, part 0 its execjob_begin on n3 (the batch
+    script's node; part 1's nodes run no Prolog with no step there), each its
+    execjob_end and jobobit, each with its own id as ``job.id``. The periodic event's
+    vnode ``jobs`` name each cpu a part holds by that same id, as on the engine
+    (``<job.id>/<cpu>``); squeue's ``%i`` they were named by (``12+1``) is no event's."""
+    from pbsplug.adapters import slurm_power
+    from pbsplug.adapters.slurm_read import Slurm
+
+    cluster = slurmtest.cluster
+    sleeper = "#!/bin/sh\nsleep 600\n"
+    cluster.sbatch("-J", "het", "-o", "/dev/null", "-p", "gpu", "-w", "n3", "-n", "1", ":",
+                   "-p", "all", "-w", "n1", "-n", "2", script=sleeper)
+
+    def seen(what: str) -> list[list[str]]:
+        """The events' lines for the job: [what, id, name, nodes] (end: its exit too)."""
+        return [words for words in map(str.split, _log_lines())
+                if words[0] == what and "het" in words[1:4]]
+
+    runjob = until(lambda: len(seen("runjob")) == 2 and seen("runjob"), 60,
+                   "both parts' runjob")
+    begin = until(lambda: seen("begin"), 60, "part 0's execjob_begin")
+    assert [words[3] for words in begin] == ["n3"], begin
+    first = begin[0][1]
+    [second] = {words[1] for words in runjob} - {first}
+    for part in (first, second):
+        cluster.wait_job(part, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    ctx = type("Ctx", (), {"slurm": Slurm("/usr/bin", str(cluster.conf))})()
+    assert slurm_power.running_jobs(ctx) == {
+        "n3": [f"{first}/0"], "n1": [f"{second}/0", f"{second}/1"]}
+    cluster.cancel_all()
+    until(lambda: len(seen("obit")) == len(seen("end")) == 2, 60,
+          "both parts' execjob_end and jobobit")
+    assert sorted(words[1] for words in seen("obit")) == sorted((first, second))
+    assert sorted((words[2], words[4]) for words in seen("end")) == sorted(
+        ((first, "n3"), (second, "n1"))), seen("end")
