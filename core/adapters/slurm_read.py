@@ -134,8 +134,9 @@ class Slurm:
         checked_job_id(job_id)
         text = self.run("scontrol", "-o", "-d", "show", "job", job_id)
         lines = _records(text)
-        if len(lines) > 1 and _het_leader(lines[0], job_id):
-            lines = _records(self.run("scontrol", "-o", "-d", "show", "job", f"{job_id}+0"))
+        alone = _asked_alone(lines[0], job_id) if len(lines) > 1 else None
+        if alone is not None:
+            lines = _records(self.run("scontrol", "-o", "-d", "show", "job", alone))
         if len(lines) > 1:
             raise JobTextError(_SPLIT.format(job_id=job_id))
         if not lines or not lines[0].startswith("JobId="):  # (not the job's text: Slurm's)
@@ -151,16 +152,17 @@ class Slurm:
             if not NODE_NAME.fullmatch(name):
                 raise SlurmError(f"node name {name[:80]!r}: expected a host name")
         job, nodes, lines = self._job_and_nodes(job_id, job_id, names)
-        if len(lines) > 1 and _het_leader(lines[0], job_id):
-            job, nodes, lines = self._job_and_nodes(job_id, f"{job_id}+0", names)
+        alone = _asked_alone(lines[0], job_id) if len(lines) > 1 else None
+        if alone is not None:
+            job, nodes, lines = self._job_and_nodes(job_id, alone, names)
         if len(lines) > 1:
             raise JobTextError(_SPLIT.format(job_id=job_id))
         return job, nodes
 
     def _job_and_nodes(self, job_id: str, asked: str, names: Sequence[str]
                        ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[str]]:
-        """`job_and_nodes`' one scontrol, for `asked` (the job, or part 0 of the
-        heterogeneous job it leads): the job, the nodes and the answer's job lines (one,
+        """`job_and_nodes`' one scontrol, for `asked` (the job, or the form that asks for
+        it alone, `_asked_alone`): the job, the nodes and the answer's job lines (one,
         unless a line break in the job's text or the job's other parts)."""
         commands = f"show job {asked}\n" + (f"show node {','.join(names)}\n" if names
                                              else "")
@@ -294,13 +296,21 @@ _SPLIT = ("scontrol show job {job_id}: its answer has more lines than the job an
           "(a job name, comment or path with a line break): not read")
 
 
-def _het_leader(line: str, job_id: str) -> bool:
-    """Whether scontrol's first record of ``show job <job_id>`` is part 0 of a
-    heterogeneous job that `job_id` leads: 22.05 answers such a job with each of its parts,
-    one record each (``JobId=7 HetJobId=7 HetJobOffset=0 JobName=``, then ``JobId=8
-    HetJobId=7 HetJobOffset=1 JobName=``), and ``<job_id>+0`` with part 0 alone. The fields
-    before JobName are Slurm's: no job's text comes before them."""
-    return line.startswith(f"JobId={job_id} HetJobId={job_id} HetJobOffset=0 JobName=")
+def _asked_alone(line: str, job_id: str) -> str | None:
+    """How to ask scontrol for `job_id`'s record alone when its answer to ``show job
+    <job_id>`` starts with `line` and holds more records, or None. 22.05 answers the id
+    of a heterogeneous job's part 0 with every part, a record each (``JobId=7 HetJobId=7
+    HetJobOffset=0 JobName=``, then ``JobId=8 HetJobId=7 ...``), and the id an array's
+    last task to start keeps (the array's) with every task of the array (``JobId=4
+    ArrayJobId=4 ArrayTaskId=3 JobName=``, then ``JobId=5 ArrayJobId=4 ...`` and the
+    pending tasks' ``ArrayTaskId=4-9``); ``7+0`` and ``4_3`` answer that job alone. The
+    fields before JobName are Slurm's: no job's text comes before them."""
+    own = re.escape(job_id)
+    match = re.match(rf"JobId={own} (?:HetJobId={own} HetJobOffset=0|ArrayJobId={own} "
+                     r"ArrayTaskId=([0-9]+)) JobName=", line)
+    if match is None:
+        return None
+    return f"{job_id}+0" if match.group(1) is None else f"{job_id}_{match.group(1)}"
 
 
 def _records(text: str) -> list[str]:

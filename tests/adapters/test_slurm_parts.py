@@ -110,13 +110,15 @@ def _scontrol_answering(folder: Path, answers: dict[str, str]) -> Slurm:
     return Slurm(bin_dir=str(folder), env=None)
 
 
-def test_a_heterogeneous_jobs_part_0_is_read_alone(tmp_path):
+def test_a_heterogeneous_jobs_part_0_and_an_arrays_last_task_are_read_alone(tmp_path):
     """22.05 answers ``scontrol show job 7`` for a heterogeneous job with each of its parts,
-    one record each (``JobId=7 HetJobId=7 HetJobOffset=0 JobName=``, then ``JobId=8 ...``):
-    that was taken for a job text with a line break, and PrologSlurmctld requeued every
-    heterogeneous job held. Part 0 is asked for alone (``7+0``), whose record is its own;
-    a job whose first record is no such part 0 (the fields before JobName are Slurm's) is
-    refused as before, whatever its name forges."""
+    one record each (``JobId=7 HetJobId=7 HetJobOffset=0 JobName=``, then ``JobId=8 ...``),
+    and the id an array's last task to start keeps (the array's) with every task: that was
+    taken for a job text with a line break, and PrologSlurmctld requeued every
+    heterogeneous job, and that task of every array, held. Such a job is asked for alone
+    (``7+0``, ``4_3``), whose record is its own; a job whose first record is no such job
+    (the fields before JobName are Slurm's) is refused as before, whatever its name
+    forges."""
     part0 = JOB.replace("JobId=3 JobName=", "JobId=7 HetJobId=7 HetJobOffset=0 JobName=")
     part1 = JOB.replace("JobId=3 JobName=", "JobId=8 HetJobId=7 HetJobOffset=1 JobName=")
     slurm_ = _scontrol_answering(tmp_path, {"7": f"{part0}\n{part1}\n", "7+0": part0 + "\n",
@@ -124,6 +126,14 @@ def test_a_heterogeneous_jobs_part_0_is_read_alone(tmp_path):
     assert slurm_.job("7")["id"] == "7"
     assert slurm_.job_and_nodes("7", [])[0]["id"] == "7"
     assert slurm_.job("8")["id"] == "8"
+    # The id an array's last task to start keeps: 22.05 answers it with every task.
+    task3 = JOB.replace("JobId=3 JobName=", "JobId=4 ArrayJobId=4 ArrayTaskId=3 JobName=")
+    task1 = JOB.replace("JobId=3 JobName=", "JobId=5 ArrayJobId=4 ArrayTaskId=1 JobName=")
+    pending = JOB.replace("JobId=3 JobName=", "JobId=4 ArrayJobId=4 ArrayTaskId=4-9 JobName=")
+    slurm_ = _scontrol_answering(tmp_path, {"4": f"{task3}\n{task1}\n{pending}\n",
+                                            "4_3": task3 + "\n"})
+    assert slurm_.job("4")["id"] == "4"
+    assert slurm_.job_and_nodes("4", [])[0]["id"] == "4"
     forged = JOB.replace("JobName=two words", "JobName=x\nJobId=3 HetJobId=3 HetJobOffset=0 "
                          "JobName=y")
     slurm_ = _scontrol_answering(tmp_path, {"3": forged + "\n", "3+0": JOB + "\n"})

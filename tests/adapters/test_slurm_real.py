@@ -454,3 +454,42 @@ def test_a_heterogeneous_jobs_parts_run_and_periodic_jobs_name_them_as_their_eve
     assert sorted(words[1] for words in seen("obit")) == sorted((first, second))
     assert sorted((words[2], words[4]) for words in seen("end")) == sorted(
         ((first, "n3"), (second, "n1"))), seen("end")
+
+
+def test_every_task_of_a_job_array_runs_and_periodic_jobs_name_them_as_their_events_do(
+        slurmtest):
+    """A job array of three tasks, each on one cpu of n1 or n2. The task that starts last
+    keeps the array's id, and 22.05 answers ``scontrol show job <that id>`` with every task
+    of the array, a record each: the adapter took that for a job whose text holds a line
+    break, and PrologSlurmctld requeued that task held. It is read alone now (``<array
+    id>_<task>``): every task runs, each with its runjob, execjob_begin, execjob_end and
+    jobobit naming it by its own id (``job.id``, squeue's ``%A``), and the periodic
+    event's vnode ``jobs`` name each task's cpu by that id (squeue's ``%i``, ``5_1``,
+    named them before)."""
+    from pbsplug.adapters import slurm_power
+    from pbsplug.adapters.slurm_read import Slurm
+
+    cluster = slurmtest.cluster
+    cluster.sbatch("-J", "arr", "-o", "/dev/null", "-p", "debug", "-n", "1", "--array=1-3",
+                   script="#!/bin/sh\nsleep 600\n")
+
+    def seen(what: str) -> list[list[str]]:
+        """The events' lines for the array: [what, id, name, nodes] (end: its exit too)."""
+        return [words for words in map(str.split, _log_lines())
+                if words[0] == what and "arr" in words[1:4]]
+
+    begin = until(lambda: len(seen("begin")) == 3 and seen("begin"), 60,
+                  "every task's execjob_begin")
+    tasks = {words[1]: words[3] for words in begin}
+    assert len(tasks) == 3, begin
+    for task in tasks:
+        cluster.wait_job(task, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    ctx = type("Ctx", (), {"slurm": Slurm("/usr/bin", str(cluster.conf))})()
+    running = slurm_power.running_jobs(ctx)
+    assert sorted(entry.split("/")[0] for node in ("n1", "n2")
+                  for entry in running.get(node, [])) == sorted(tasks), running
+    for task, node in tasks.items():
+        assert any(entry.startswith(f"{task}/") for entry in running[node]), running
+    cluster.cancel_all()
+    until(lambda: len(seen("obit")) == 3, 60, "every task's jobobit")
+    assert sorted(words[1] for words in seen("obit")) == sorted(tasks)
