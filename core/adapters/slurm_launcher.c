@@ -359,6 +359,19 @@ int main(int argc, char **argv)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    /* slurmctld runs the power programs with every fd closed: each of stdin, stdout and
+     * stderr that is closed is opened on /dev/null, so that the worker's socket does not
+     * take its number (the answer's output written into the socket), nor the Python
+     * program, if execed, start with them closed (slurm_program._closed_stdio). */
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0 && null != fd) {
+            dup2(null, fd);
+            close(null);
+        }
+    }
 
     if (geteuid() != 0 || PBSPLUG_SOCKET[0] == '\0' || argv == NULL || argv[0] == NULL)
         python_program();

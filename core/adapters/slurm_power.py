@@ -468,6 +468,7 @@ def running_jobs(ctx: Context) -> dict[str, list[str]]:
 _IDENTITY = re.compile(r"JobId=([0-9]+) (?:ArrayJobId=([0-9]+) ArrayTaskId=([0-9]+) "
                        r"|HetJobId=([0-9]+) HetJobOffset=([0-9]+) )?JobName=")
 
+
 def _identity(line: str) -> str | None:
     """The job a record is of, as squeue's ``%A`` writes it (`_IDENTITY`), or None."""
     match = _IDENTITY.match(line)

@@ -115,7 +115,32 @@ def leave(status: "int") -> "NoReturn":
             stream.flush()
         except (OSError, ValueError):
             status = status or 1  # the output did not reach Slurm
+        except AttributeError:  # None: a stream closed at the start (`_closed_stdio`)
+            pass
     posix._exit(status)
+
+
+def _closed_stdio() -> "None":
+    """slurmctld 22.05 runs SuspendProgram, ResumeProgram and ResumeFailProgram with every
+    file descriptor closed, stdin, stdout and stderr too, and Python then has None for
+    sys.stdout and sys.stderr: `leave`'s flush of None was an AttributeError, exit 1 (in
+    slurmctld's log: "power_save: program exit status of 1") each time no worker ran. Each
+    of the three closed is opened on /dev/null, so that no file or socket the program
+    opens later (the log, the worker's socket) takes its number, nor a worker it starts
+    inherits it as its output; Python's streams that were None write there."""
+    for fd in (0, 1, 2):
+        try:
+            posix.fstat(fd)
+        except OSError:
+            null = posix.open("/dev/null", posix.O_RDWR)
+            if null != fd:  # (the lowest free number: this one, unless a lower one was free)
+                posix.dup2(null, fd)
+                posix.close(null)
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", encoding="utf-8", errors="surrogateescape", closefd=False)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",
+                          closefd=False)
 
 
 def is_pattern(script: "str", site: "str") -> "bool":
@@ -221,6 +246,7 @@ def task_main(socket_path: "str", site: "str" = "") -> "int":
     theirs: ``json`` would cost this program more than the rest of it (``re`` comes with
     it). A refusal that comes before the request is read is JSON still."""
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    _closed_stdio()
     _take_site_ran()  # (the job's user's to set: never believed, shown to no one)
     if site:  # the site's lines first: pbsplug's, after them, win where both set a name
         status, program, out = run_site("task_prolog", site, capture=True)
@@ -364,6 +390,7 @@ def main(script: "str", config_file: "str", socket_path: "str" = "", task_config
     # among them: the shared recipe's signal-mask pitfall); the alarm needs SIGALRM, and a
     # worker started from here inherits the mask.
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    _closed_stdio()
     site_status = 0
     try:
         ran = _take_site_ran()  # before anything reads the environment

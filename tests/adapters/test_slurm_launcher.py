@@ -5,6 +5,7 @@ send itself), it is the Python program."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -483,3 +484,24 @@ def test_the_launchers_hand_over_runs_the_site_once_and_tells_no_one_else(launch
     assert b"SITE_RAN" not in done.stdout and "caf\u00e9".encode() in done.stdout
     site = tmp_path / "site.d" / "site-prolog"
     assert f"('site_program', '{site}'), ('site_status', 3)".encode() in done.stdout
+
+
+def _closed_stdio_run(program: str, env: dict[str, str]) -> int:
+    """`program`'s exit status run as slurmctld runs SuspendProgram and ResumeProgram:
+    stdin, stdout and stderr closed."""
+    return subprocess.run(["/bin/sh", "-c", 'exec 0<&- 1>&- 2>&-; exec "$0"', program],
+                          env=env, timeout=120).returncode
+
+
+def test_a_program_run_with_its_stdio_closed_exits_with_its_answer(launchers):
+    """slurmctld 22.05 closes every fd before it runs the power programs. The Python
+    program (run by the launcher too when the request is not one it sends, or no worker
+    answers) then had None for sys.stdout and sys.stderr, and its last flush failed: exit
+    1 whatever the answer ("power_save: program exit status of 1" in slurmctld's log at
+    every SuspendProgram the real cluster's own timer ran). The answer's status now."""
+    ok = {"PBSPLUG_TEST_ANSWER": repr({"exit": 0, "stdout": "out\n", "error": "err"})}
+    three = {"PBSPLUG_TEST_ANSWER": repr({"exit": 3, "stdout": "", "error": ""})}
+    python, native = launchers["worker"]
+    for env in (ok, three, {**ok, "SLURM_JOB_NAME": "caf\u00e9"}):  # (the last: execs python)
+        want = int(ast.literal_eval(env["PBSPLUG_TEST_ANSWER"])["exit"])
+        assert [_closed_stdio_run(p, env) for p in (python, native)] == [want, want], env

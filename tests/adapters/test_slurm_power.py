@@ -328,3 +328,50 @@ def test_a_nodes_jobs_name_each_cpu_their_jobs_hold_there(slurm, tmp_path):
     assert slurm_power.running_jobs(ctx) == {
         "n1": [f"{wide}/0", f"{wide}/1"], "n2": [f"{wide}/0", f"{wide}/1"],
         "n3": [f"{first}/0", f"{hidden}/1"]}
+
+
+def _running(program: Path) -> bool:
+    """Whether a process runs `program` (its path, or that path's ``-native`` launcher)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
+        except OSError:
+            continue
+        if any(arg.startswith(str(program).encode()) for arg in argv):
+            return True
+    return False
+
+
+def test_slurms_own_idle_timer_runs_suspendprogram_through_the_plugins_decision(power):
+    """SuspendProgram run by slurmctld's own power-saving timer (SuspendTime=5 in place of
+    install's 100 days), not by the test: Slurm 22.05 names the idle nodes it may suspend
+    (n3, n4: n1, n2 are SuspendExcNodes) within a power-saving pass (one a minute, or after
+    a node's state changes: the restart's registrations). The plugins' decision powers off
+    one of them (max_concurrent_nodes 1: n3) and keeps n4 up, logged, while Slurm counts
+    both as powered down (docs/slurm.md); a job for n4 then gets it through ResumeProgram
+    and runs. slurmctld runs its power programs with every fd closed: the program with no
+    worker to ask (stopped here, as after a boot) exited 1 however it decided, and
+    slurmctld logged "power_save: program exit status of 1"; it exits 0 now."""
+    slurm, hw = power
+    cluster = slurm.cluster
+    text = cluster.conf.read_text()
+    assert "\nSuspendTime=8640000\n" in text
+    cluster.write_conf(text.replace("\nSuspendTime=8640000\n", "\nSuspendTime=5\n"))
+    slurm.stop_workers()
+    ctld_log = cluster.root / "log" / "slurmctld.log"
+    start = ctld_log.stat().st_size
+    cluster.restart_controller()
+    states = cluster.wait_nodes(("n3", "n4"), ("idle~",), 150)
+    assert states["n1"] == "idle" and states["n2"] == "idle"
+    until(lambda: "SuspendProgram n4: the plugins' decision keeps them up" in slurm.log_text()
+          and not _running(slurm.dir / "suspend"), 60, "SuspendProgram's decision and end")
+    assert _calls(hw) == ["off n3"]
+    # The power-saving thread reaps its programs before it runs the next: a ResumeProgram
+    # run after SuspendProgram ended comes after its exit status was logged.
+    job = cluster.sbatch("-p", "gpu", "-w", "n4", "-o", "/dev/null")
+    assert cluster.wait_done(job, timeout=150)["job_state"] == "COMPLETED"
+    assert _calls(hw) == ["off n3", "on n4"]
+    with ctld_log.open("rb") as fh:
+        fh.seek(start)
+        ctld = fh.read().decode(errors="replace")
+    assert "program exit status" not in ctld, ctld[-2000:]
