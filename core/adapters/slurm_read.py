@@ -212,16 +212,35 @@ class Slurm:
         return out
 
     def update(self, *args: str) -> None:
+        """``scontrol update ARGS``; a job's (``jobid=<id>`` first) by its `alone` form."""
+        if args and args[0].startswith("jobid="):
+            args = (f"jobid={self.alone(args[0][6:])}", *args[1:])
         self.run("scontrol", "update", *args)
 
     def requeue(self, job_id: str) -> None:
-        self.run("scontrol", "requeue", checked_job_id(job_id))
+        self.run("scontrol", "requeue", self.alone(job_id))
 
     def requeue_hold(self, job_id: str) -> None:
-        self.run("scontrol", "requeuehold", checked_job_id(job_id))
+        self.run("scontrol", "requeuehold", self.alone(job_id))
 
     def cancel(self, job_id: str) -> None:
-        self.run("scancel", checked_job_id(job_id))
+        self.run("scancel", self.alone(job_id))
+
+    def alone(self, job_id: str) -> str:
+        """The name Slurm's commands act on `job_id` alone by: the id an array's last task
+        to start keeps is the array's, and ``scancel``, ``scontrol requeue`` and ``update
+        jobid=`` act on every task of the array by it (tried on 22.05: a hook's reject or
+        delete of that task stopped them all, its comment set on all); ``<id>_<task>`` is
+        that task alone (`_asked_alone`, from ``scontrol show job <id>``; the id itself
+        when that fails or names one job). A heterogeneous job's part 0 keeps its id, by
+        which Slurm's commands act on the whole heterogeneous job."""
+        checked_job_id(job_id)
+        try:
+            lines = _records(self.run("scontrol", "-o", "show", "job", job_id))
+        except SlurmError:
+            return job_id
+        form = _asked_alone(lines[0], job_id) if len(lines) > 1 else None
+        return form if form is not None and "_" in form else job_id
 
     def cluster_json(self, command: str) -> dict[str, Any]:
         text = self.run(command, "--json")

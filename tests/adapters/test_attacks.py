@@ -964,11 +964,12 @@ def execjob_begin(event):
 def execjob_end(event):
     event.job.Resource_List["ncpus"]
 """
-#: Slurm's reading of job 5 and node n1; scontrol's other commands noted in argv[0]'s log.
+#: Slurm's reading of job 5 and node n1 (``-o show job 5``: the name its commands act on
+#: job 5 by, `Slurm.alone`); scontrol's other commands noted in argv[0]'s log.
 SCONTROL = """#!/bin/sh
 case "$*" in
 "-o -d") cat {answer} {node};;
-"-o -d show job 5") cat {answer};;
+"-o -d show job 5"|"-o show job 5") cat {answer};;
 *) echo "$*" >> {log};;
 esac
 """

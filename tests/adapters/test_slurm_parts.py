@@ -143,6 +143,35 @@ def test_a_heterogeneous_jobs_part_0_and_an_arrays_last_task_are_read_alone(tmp_
         slurm_.job_and_nodes("3", [])
 
 
+def test_a_hooks_stop_or_comment_of_an_arrays_last_task_acts_on_that_task_alone(tmp_path):
+    """The task of an array that starts last keeps the array's id, and Slurm's scancel,
+    ``scontrol requeue`` and ``update jobid=`` act on every task of the array by it (22.05):
+    a hook's reject or delete of that task (``job 4``) stopped every task, and its comment
+    went on all. They name it ``4_3`` now (``scontrol show job 4``'s first record is
+    ``JobId=4 ArrayJobId=4 ArrayTaskId=3``); any other job keeps its id."""
+    task3 = JOB.replace("JobId=3 JobName=", "JobId=4 ArrayJobId=4 ArrayTaskId=3 JobName=")
+    task1 = JOB.replace("JobId=3 JobName=", "JobId=5 ArrayJobId=4 ArrayTaskId=1 JobName=")
+    (tmp_path / "answer-4").write_text(f"{task3}\n{task1}\n")
+    (tmp_path / "answer-5").write_text(task1 + "\n")
+    (tmp_path / "answer-3").write_text(JOB + "\n")
+    calls = tmp_path / "calls"
+    for name in ("scontrol", "scancel"):
+        (tmp_path / name).write_text(
+            f'#!/bin/sh\necho "{name} $*" >> {calls}\n'
+            f'[ "$2 $3" = "show job" ] && cat "{tmp_path}/answer-$4"\nexit 0\n')
+        (tmp_path / name).chmod(0o755)
+    slurm_ = Slurm(bin_dir=str(tmp_path), env=None)
+    for job_id in ("4", "5", "3"):
+        slurm_.cancel(job_id)
+        slurm_.requeue(job_id)
+        slurm_.requeue_hold(job_id)
+        slurm_.update(f"jobid={job_id}", "comment=x y")
+    acted = [line for line in calls.read_text().splitlines() if " show job " not in line]
+    assert acted == [line for job_id in ("4_3", "5", "3") for line in (
+        f"scancel {job_id}", f"scontrol requeue {job_id}", f"scontrol requeuehold {job_id}",
+        f"scontrol update jobid={job_id} comment=x y")]
+
+
 def test_the_power_programs_name_array_tasks_and_heterogeneous_parts_by_their_own_ids():
     """squeue's ``%i`` (``5_1``, ``7+1``) named the jobs of the periodic event's vnode
     ``jobs`` and ``suspended_jobs``, ids no event has (each job event's ``job.id`` and

@@ -493,3 +493,47 @@ def test_every_task_of_a_job_array_runs_and_periodic_jobs_name_them_as_their_eve
     cluster.cancel_all()
     until(lambda: len(seen("obit")) == 3, 60, "every task's jobobit")
     assert sorted(words[1] for words in seen("obit")) == sorted(tasks)
+
+
+#: A plugin that deletes, at execjob_begin, the job whose id the test wrote in `DELETE_ID`.
+DELETE_ID = Path("/tmp/pbsplug-slurm/delete-id")
+DELETES_ONE = f"""
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(api="1.0", events=("execjob_begin",))
+
+
+@hookimpl
+def execjob_begin(event):
+    with open({str(DELETE_ID)!r}) as fh:
+        if str(event.job.id) == fh.read().strip():
+            event.job.delete()
+            event.reject("deletesone: not this task")
+"""
+
+
+def test_a_hooks_delete_of_an_arrays_last_task_leaves_the_other_tasks_running(slurm, dists):
+    """The task of an array that starts last keeps the array's id (held, the array's tasks
+    start in order: task 3 here), and ``scancel <that id>`` cancels every task of the
+    array: an execjob_begin hook that deleted that task (by its ``job.id``) cancelled the
+    two others too. The adapter acts on ``<id>_3`` now: that task is cancelled, with the hook's
+    message as its comment, and the others run."""
+    dists.add("deletesone", DELETES_ONE)
+    slurm.install(site_toml("deletesone"))
+    cluster = slurm.cluster
+    array = cluster.sbatch("-H", "-J", "arr", "-o", "/dev/null", "-p", "debug", "-n", "1",
+                           "--array=1-3", script="#!/bin/sh\nsleep 600\n")
+    DELETE_ID.write_text(array)
+    try:
+        cluster.run("scontrol", "release", array)
+        cancelled = cluster.wait_job(array, lambda j: j["job_state"] == "CANCELLED", 60,
+                                     "cancelled")
+        assert cancelled["array_task_id"] == 3, cancelled
+        assert "deletesone: not this task" in cancelled["comment"]
+        others = cluster.run("squeue", "-h", "-a", "-t", "all", "-o", "%A %i %T").stdout
+        tasks = {line.split()[1]: line for line in others.splitlines()}
+        for task in (f"{array}_1", f"{array}_2"):
+            cluster.wait_job(tasks[task].split()[0], lambda j: j["job_state"] == "RUNNING",
+                             60, "running")
+    finally:
+        DELETE_ID.unlink(missing_ok=True)
