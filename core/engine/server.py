@@ -596,9 +596,10 @@ class Engine:
         #: chains (marked by `Arrays.delete`), and the uid of who asked: deleted at the
         #: first poll (`_poll_deletes_again`).
         self.deletes_again: dict[str, int] = {}
-        #: Deleted prologue jobs whose execjob_abort ran but whose ``abort_pending`` mark
-        #: could not be cleared (a full disk): the next qdel runs it not again
-        #: (`_abort_deleted`).
+        #: Jobs whose execjob_abort ran in this server for the run they are in (`_abort`):
+        #: a refused or failed start whose requeue or end waits for room, a deleted
+        #: prologue's job whose ``abort_pending`` mark could not be cleared (a full disk).
+        #: The next qdel runs it not again (`_abort_ran`); gone with the run (`_forget_run`).
         self.aborts_run: set[str] = set()
         #: Jobs whose end hooks `_finish` ran but whose end is not written yet (a full
         #: disk): their attributes as the hooks left them, and what the hooks kept of the
@@ -3757,7 +3758,9 @@ class Engine:
         hooks made left on the host; they run it now (`_abort_deleted`). A job whose end
         hooks ran in this server but whose end was not written (a full disk: `ends_run`,
         the end of a start a hook ended or that could never work, or of this qdel before)
-        ends with neither run again."""
+        ends with neither run again; one whose execjob_abort ran in this server (a start
+        a launch hook refused, or that failed, its requeue waiting for room: `aborts_run`)
+        with no second execjob_abort (`_abort_ran`)."""
         self._stop_chain(job_id)
         runtime = self.store.runtime(job_id) or {}
         if self._deleted_already(runtime):
@@ -3766,32 +3769,43 @@ class Engine:
             if purge:  # (its -x counts all the same)
                 self._purge_at_end(caller, job_id)
             attrs = self._job(job_id)
-            if runtime.get("abort_pending") and job_id not in self.aborts_run:
+            if runtime.get("abort_pending") and not self._abort_ran(job_id):
                 self._abort_deleted(job_id, attrs)
-        else:  # (no execjob_abort after end hooks that ran, their end unwritten: `ends_run`)
-            hooks_ran = job_id in self.ends_run
-            self._record_deletion(caller, job_id, purge, killed, abort=not hooks_ran)
+        else:
+            aborted = self._abort_ran(job_id)
+            self._record_deletion(caller, job_id, purge, killed, abort=not aborted)
             attrs = self._job(job_id)
-            if not hooks_ran:
+            if not aborted:
                 self._abort_deleted(job_id, attrs)
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=f"{DELETED_BY}{caller.user}@{self.host}")
-        self.aborts_run.discard(job_id)
 
-    def _abort_deleted(self, job_id: str, attrs: dict[str, Any]) -> None:
-        """A deleted prologue's job's execjob_abort, then its ``abort_pending`` mark
-        cleared (`_record_deletion`). A clearing that cannot be written (a full disk) is
-        kept in `aborts_run` for the next qdel of this server; a server that stops before
-        the job's end is written runs execjob_abort again at its next start: abort hooks
-        are cleanup, and must bear a second run."""
+    def _abort(self, job_id: str, attrs: dict[str, Any]) -> None:
+        """The run's execjob_abort hooks, marked run for it in `aborts_run`."""
         self._event("execjob_abort", job=Job(job_id, attrs),
                     vnode_list=self._job_vnodes(attrs))
         self.aborts_run.add(job_id)
+
+    def _abort_ran(self, job_id: str) -> bool:
+        """Whether this run's execjob_abort ran in this server, its run not over (not
+        written so yet: a full disk): run by a refused or failed start, or a qdel
+        (`aborts_run`), or before end hooks that ran (`ends_run`; a start that could
+        never work runs end hooks only, and takes no execjob_abort after them). One rule
+        for each qdel that would run it: execjob_abort runs once a run in this server."""
+        return job_id in self.aborts_run or job_id in self.ends_run
+
+    def _abort_deleted(self, job_id: str, attrs: dict[str, Any]) -> None:
+        """A deleted prologue's job's execjob_abort, then its ``abort_pending`` mark
+        cleared (`_record_deletion`). Its run is marked in `aborts_run` till it is over:
+        a clearing that cannot be written (a full disk) runs it not again at the next
+        qdel of this server; a server that stops before
+        the job's end is written runs execjob_abort again at its next start: abort hooks
+        are cleanup, and must bear a second run."""
+        self._abort(job_id, attrs)
         with self.store.transaction() as st:
             runtime = dict(st.runtime(job_id) or {})
             runtime.pop("abort_pending", None)
             st.set_runtime(job_id, runtime)
-        self.aborts_run.discard(job_id)
 
     def _launch(self, job_id: str, attrs: dict[str, Any], vnodes: dict[str, Vnode] | None,
                 read: _NodeRead) -> bool:
@@ -3912,7 +3926,7 @@ class Engine:
         the try, and too many hold the job (`lifecycle.requeued`). A requeue that cannot be
         written (the disk full) is tried again at later polls (`_requeue_or_keep`)."""
         self.log(LOG_ERROR, "Job", job_id, f"job failed to start: {why}")
-        self._event("execjob_abort", job=Job(job_id, attrs), vnode_list=self._job_vnodes(attrs))
+        self._abort(job_id, attrs)
         self._requeue_or_keep(job_id, attrs, f"Job requeued: it failed to start ({why})")
 
     def _apply_host_changes(self, job_id: str, attrs: dict[str, Any], outcome: Outcome) -> None:
@@ -3978,8 +3992,7 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"{event} hook refused the job ({outcome.kind}): "
                  f"{outcome.message}")
         if lifecycle.abort_first(event, outcome.consequence):
-            self._event("execjob_abort", job=Job(job_id, attrs),
-                        vnode_list=self._job_vnodes(attrs))
+            self._abort(job_id, attrs)
         comment = lifecycle.refused_comment(event, outcome.consequence, outcome.message)
         # A start its execjob_begin hooks refused never ran, as PBS's server takes a start
         # its MoM refused: no S was written (`_start`), so its requeue writes no R, and its

@@ -1001,6 +1001,63 @@ def test_a_refused_launch_whose_requeue_cannot_be_written_is_requeued_once_there
         shutil.rmtree(work, ignore_errors=True)
 
 
+class _LaunchRequeues:
+    """An execjob_launch hook whose first call requeues its job (`job.rerun()`, a reject):
+    its execjob_abort runs, then its requeue."""
+
+    def __init__(self, once: Path) -> None:
+        self.once = once
+
+    plugin_info = PluginInfo(events=("execjob_launch",))
+
+    @hookimpl
+    def execjob_launch(self, event):
+        if not self.once.exists():
+            self.once.touch()
+            event.job.rerun()
+            event.reject("not now")
+
+
+@pytest.mark.parametrize("refused_by", ["launch_hook", "failed_start"])
+def test_a_qdel_of_a_start_whose_requeue_waits_for_room_runs_no_second_execjob_abort(
+        small_home, pbsplug_plugins, register_plugin, monkeypatch, refused_by):
+    """A start an execjob_launch hook requeued, or that failed (its nodefile not made),
+    ran execjob_abort, then its requeue could not be written (a full disk): the job stayed
+    R with no launch. A qdel of it ran execjob_abort again (`_abort_deleted`), as for a job
+    stopped in its prologue. It runs once a run now (`aborts_run`), then the end hooks,
+    one D record."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records
+    from .test_poll import poll_until
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    seen = work / "seen"
+    if refused_by == "launch_hook":
+        register_plugin(_LaunchRequeues(work / "once"), "requeues")
+    register_plugin(_noting_ends(seen), "seen")
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {"Hold_Types": "u"}, "true\n")
+        _full_first(monkeypatch, small_home, eng, "_refused_start" if refused_by ==
+                    "launch_hook" else "_job_command")  # (as another process takes it)
+        eng.req_release(root, [job_id])
+        poll_until(eng, lambda: job_id in eng.unwritten, "the requeue to be kept")
+        assert seen.read_text().split() == ["execjob_abort"]
+        (small_home / "fill").unlink()  # room again, the kept requeue not tried yet
+        [deleted] = eng.req_delete(root, [job_id])
+        assert deleted.get("error") is None, deleted
+        assert eng.store.job(job_id)["job_state"] == "F"
+        assert seen.read_text().split() == ["execjob_abort", "execjob_end"]
+        assert accounting_records(eng).count(f";D;{job_id};") == 1
+        assert job_id not in eng.aborts_run
+    finally:
+        eng.runner.reap()
+        eng.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 @pytest.mark.parametrize(("full_after", "aborts"), [("_abort_deleted", 1),
                                                      ("_record_deletion", 2)])
 def test_a_deletion_written_whose_end_was_not_ends_deleted_at_a_restart(
