@@ -26,7 +26,8 @@ from .errors import (
     PBSE_UNKRESC,
     PbsError,
 )
-from .home import LOG_ADMIN, LOG_JOB, LOG_SYSTEM
+from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB, LOG_SYSTEM
+from .store import StoreWriteError
 
 if TYPE_CHECKING:
     from .server import Caller, Engine, RequestSteps
@@ -615,28 +616,24 @@ class JobControl:
         kill_delay, `Engine._kill`), requeued when rerunnable, and its end recorded before
         the server stops (within the longest kill_delay and a few seconds; what is left
         then is found at the next start by the recovery rule). A kill that cannot be
-        written (a full disk) raises, sending nothing (`Engine._kill` writes first): that
-        job and those not reached yet run on, to be adopted at the next start, as after
-        ``qterm -t quick`` (`terminate` stops the server all the same)."""
+        written (a full disk) sends nothing (`Engine._kill` writes first): that job runs
+        on, to be adopted at the next start, as after ``qterm -t quick``, logged in one
+        line; the others are tried all the same (each was left alone after the first
+        refused once), and the first refusal is raised once the killed ones are over
+        (`terminate` stops the server all the same)."""
         import time
 
         eng = self.engine
         eng.stop_chains()  # (found at the next start, as after any stop)
+        refused: StoreWriteError | None = None
         for job_id in list(eng.launches):
-            attrs = eng.store.job(job_id) or {}
-            if attrs.get("job_state") not in ("R", "E", "S"):
-                continue
-            runtime = eng.store.runtime(job_id) or {}
-            uid = runtime.get("delete_at_start")  # (its array's qdel, cut short by this
-            if isinstance(uid, int) and attrs.get("job_state") in ("R", "S") and \
-                    not eng._deleted_already(runtime):  # stop: deleted, not requeued)
-                eng.delete_marked(job_id, uid, attrs)
-                continue
-            rerun = units.parse_bool(attrs.get("Rerunable", True))
-            eng._kill(job_id, "requeue" if rerun else
-                      f"Job killed at server shutdown, at request of {who}")
-            if attrs.get("job_state") == "S":
-                self.continue_killed(job_id)
+            try:
+                self._end_one(job_id, who)
+            except StoreWriteError as exc:
+                refused = refused or exc
+                eng.log(LOG_JOB | LOG_ERROR, "Job", job_id, "its kill at server shutdown "
+                        f"could not be written: {exc.message}; it runs on, to be adopted "
+                        "at the next start")
         longest = max(eng.kills.values(), default=eng.clock()) - eng.clock()
         deadline = time.monotonic() + max(longest, 0) + 5
         while eng.launches and time.monotonic() < deadline:
@@ -645,6 +642,27 @@ class JobControl:
                 eng._poll_job(job_id, launch, eng.clock(), reaped=reaped)
             eng._kill_overdue(eng.clock())
             time.sleep(0.05)
+        if refused is not None:
+            raise refused
+
+    def _end_one(self, job_id: str, who: str) -> None:
+        """`_end_running`'s kill of one job: a subjob its array's qdel marked deleted, else
+        requeued when rerunnable, else finished."""
+        eng = self.engine
+        attrs = eng.store.job(job_id) or {}
+        if attrs.get("job_state") not in ("R", "E", "S"):
+            return
+        runtime = eng.store.runtime(job_id) or {}
+        uid = runtime.get("delete_at_start")  # (its array's qdel, cut short by this
+        if isinstance(uid, int) and attrs.get("job_state") in ("R", "S") and \
+                not eng._deleted_already(runtime):  # stop: deleted, not requeued)
+            eng.delete_marked(job_id, uid, attrs)
+            return
+        rerun = units.parse_bool(attrs.get("Rerunable", True))
+        eng._kill(job_id, "requeue" if rerun else
+                  f"Job killed at server shutdown, at request of {who}")
+        if attrs.get("job_state") == "S":
+            self.continue_killed(job_id)
 
 
 def _amount(kind: str) -> Callable[[Any], Any]:

@@ -2215,6 +2215,53 @@ def test_a_qterm_immediate_whose_kill_cannot_be_written_leaves_the_job_running(
         eng.close()
 
 
+def test_a_qterm_immediate_tries_every_job_past_a_kill_it_cannot_write(
+        small_home, pbsplug_plugins, monkeypatch):
+    """qterm -t immediate stopped at the first kill it could not write: the jobs after it
+    were left alone, not killed though their kills could be written (room again, as here,
+    after the first). It tries each now: the first refused runs on, for the next start to
+    adopt, logged in one line naming it; the next is killed and requeued (one R record);
+    the request is still refused (15010) and the server stops."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+    from pbsplug.engine.store import StoreWriteError
+
+    from .conftest import accounting_records, poll_until
+
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        refused = eng.req_submit(root, {}, "exec sleep 300\n")  # (the first one tried)
+        poll_until(eng, lambda: refused in eng.launches, "the first job to run")
+        pid = until(eng.launches[refused].resolve, timeout=PATIENCE,
+                    what="the first job's process group to be recorded")
+        killed, _ = _running_on_a_full_disk(eng, small_home, {})
+        assert list(eng.launches) == [refused, killed]
+        real = eng._kill
+
+        def room_after_a_refusal(job_id, *args, **kwargs):
+            try:
+                return real(job_id, *args, **kwargs)
+            except StoreWriteError:
+                (small_home / "fill").unlink(missing_ok=True)  # room for the next one
+                raise
+
+        monkeypatch.setattr(eng, "_kill", room_after_a_refusal)
+        said = _logged(eng, monkeypatch)
+        with pytest.raises(PbsError) as answer:
+            eng.control.terminate(root, "immediate")
+        assert answer.value.code == PBSE_SYSTEM, answer.value
+        assert eng.stopping
+        _not_killed(eng, refused, pid)
+        assert len([s for s in said if s.startswith(f"{refused};")]) == 1, said
+        assert not [s for s in said if s.startswith(f"{killed};") and "not written" in s]
+        assert eng.store.job(killed)["job_state"] == "Q", eng.store.job(killed)
+        assert accounting_records(eng).count(f";R;{killed};") == 1
+    finally:
+        jobs_left_killed(eng)
+        eng.runner.reap()
+        eng.close()
+
+
 @pytest.mark.parametrize("over_by", ["drop", "requeue"])
 def test_what_a_run_left_in_memory_goes_with_the_run(small_home, pbsplug_plugins,
                                                       register_plugin, monkeypatch, over_by):
