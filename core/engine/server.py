@@ -2790,7 +2790,14 @@ class Engine:
         run (its own Exit_status, ended now) and its run_count kept, no hook firing for
         them; its running ones are killed and requeued as a job's qrerun does; the indices
         deleted before they began are queued again too, and those not begun stay queued.
-        The array stays begun (B), its comment as it was."""
+        The array stays begun (B), its comment as it was. All or nothing: the array, its
+        finished subjobs' requeue and its running ones' kills are written in one
+        transaction, and only then are the R records written, the lines logged and the
+        running ones signalled (`_kill`'s ``written``): one that cannot be written (a full
+        disk) refuses the qrerun with 15010 and changes nothing, the subjobs run on, as a
+        job's qrerun refused. (The finished ones were requeued in a write of their own
+        before each kill was written: a kill refused left a qrerun half done, and R
+        records written for a write that could fail.)"""
         now = int(self.clock())
         finished = []
         running = []
@@ -2806,22 +2813,28 @@ class Engine:
         array["array_indices_remaining"] = arrays.format_indices(
             [i for i in spec.indices if i not in made], spec.step)  # (deleted ones back)
         array["mtime"] = now
+        reruns = []  # (the R records, written once all of it is)
         with self.store.transaction() as st:
             st.put_job(array_job, array)
             # (a finished job keeps no runtime: its qsub -- command comes from the array's)
             submitted = _submitted_runtime(st.runtime(array_job))
             for sub, attrs in finished:
-                if lifecycle.began(st.runtime(sub)):  # (an R for a run that began: its S)
-                    self.accounting.rerun(sub, attrs, st.runtime(sub), REQUEUED_WITH_ARRAY)
+                if lifecycle.began(runtime := st.runtime(sub)):  # (an R for a run that
+                    reruns.append((sub, copy.deepcopy(attrs), runtime))  # began: its S)
                 for key in ("Exit_status", "obittime"):  # (the last run's; not over now)
                     attrs.pop(key, None)
                 lifecycle.requeued(attrs, REQUEUED_WITH_ARRAY, now)
                 st.put_job(sub, attrs, keep_env=True)
                 st.set_runtime(sub, submitted)
+            for sub in running:  # (their kills, as `_kill` writes each)
+                st.set_runtime(sub, _killed_runtime(self._with_limit_kill(
+                    sub, st.runtime(sub) or {}), "requeue"))
+        for sub, attrs, runtime in reruns:
+            self.accounting.rerun(sub, attrs, runtime, REQUEUED_WITH_ARRAY)
         for sub, _ in finished:
             self.log(LOG_JOB, "Job", sub, REQUEUED_WITH_ARRAY)
         for sub in running:
-            self._kill(sub, "requeue")
+            self._kill(sub, "requeue", written=True)
         self.want_cycle = True
 
     def req_run(self, caller: Caller, id: str, vnodes: str | None = None) -> None:

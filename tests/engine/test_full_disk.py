@@ -2192,6 +2192,53 @@ def test_a_qrerun_whose_kill_cannot_be_written_is_refused_and_its_retry_works(
         eng.close()
 
 
+@pytest.mark.parametrize("full", ["before_it", "at_its_kill"])
+def test_an_array_qrerun_is_written_whole_or_not_at_all(small_home, pbsplug_plugins,
+                                                        monkeypatch, full):
+    """qrerun of an array requeued its finished subjobs (their R records too) in a write of
+    their own, then wrote each running one's kill: the disk full in between (another
+    process taking the room: `at_its_kill`) refused the qrerun (15010) half done, its
+    finished subjob requeued, its running one not. It is written in one transaction now:
+    whole (the finished one requeued with one R record, the running one killed to be
+    requeued), or, the disk full `before_it`, not at all (15010, nothing changed, no R
+    record, the running subjob not signalled), and then whole once there is room."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+
+    from .conftest import accounting_records, poll_until
+
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins)
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        array = eng.req_submit(root, {"array_indices_submitted": "1-2"},
+                               '[ "$PBS_ARRAY_INDEX" = 1 ] && exit 0\nexec sleep 300\n')
+        done, running = array.replace("[]", "[1]"), array.replace("[]", "[2]")
+        poll_until(eng, lambda: running in eng.launches and
+                   (eng.store.job(done) or {}).get("job_state") == "F",
+                   "the first subjob to end and the second to run")
+        pid = until(eng.launches[running].resolve, timeout=PATIENCE,
+                    what="the running subjob's process group to be recorded")
+        if full == "before_it":
+            _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+            with pytest.raises(PbsError) as refused:
+                eng.req_rerun(root, [array])
+            assert refused.value.code == PBSE_SYSTEM, refused.value
+            assert eng.store.job(done)["job_state"] == "F"
+            assert f";R;{done};" not in accounting_records(eng)
+            _not_killed(eng, running, pid)
+            (small_home / "fill").unlink()  # room again
+        else:
+            _full_first(monkeypatch, small_home, eng, "_kill")
+        eng.req_rerun(root, [array])
+        assert eng.store.job(done)["job_state"] == "Q", eng.store.job(done)
+        assert accounting_records(eng).count(f";R;{done};") == 1
+        assert eng.store.runtime(running)["end_reason"] == "requeue"
+        assert running in eng.kills
+    finally:
+        jobs_left_killed(eng)
+        eng.runner.reap()
+        eng.close()
+
+
 def test_a_qterm_immediate_whose_kill_cannot_be_written_leaves_the_job_running(
         small_home, pbsplug_plugins):
     """qterm -t immediate on a full disk: its first kill that cannot be written fails the
