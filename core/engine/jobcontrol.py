@@ -618,28 +618,45 @@ class JobControl:
         then is found at the next start by the recovery rule). A kill that cannot be
         written (a full disk) sends nothing (`Engine._kill` writes first): that job runs
         on, to be adopted at the next start, as after ``qterm -t quick``, logged in one
-        line; the others are tried all the same (each was left alone after the first
-        refused once), and the first refusal is raised once the killed ones are over
-        (`terminate` stops the server all the same)."""
+        line, and is not waited for; one being killed already (a qdel's kill, a qrerun's,
+        a limit's) keeps that kill, its SIGKILL sent when due, and is waited for as the
+        killed ones are. The others are tried all the same, and the first refusal is
+        raised once the killed ones are over (`terminate` stops the server all the same).
+        The wait polled every job still launched: a refused one, never signalled, kept it
+        going to the longest kill_delay and 5 s (5 s when every kill was refused, with
+        nothing to wait for)."""
         import time
 
         eng = self.engine
         eng.stop_chains()  # (found at the next start, as after any stop)
         refused: StoreWriteError | None = None
+        waited = set(eng.launches)
         for job_id in list(eng.launches):
             try:
                 self._end_one(job_id, who)
             except StoreWriteError as exc:
                 refused = refused or exc
-                eng.log(LOG_JOB | LOG_ERROR, "Job", job_id, "its kill at server shutdown "
-                        f"could not be written: {exc.message}; it runs on, to be adopted "
-                        "at the next start")
+                if eng._being_ended(job_id):  # (nothing of this kill was done)
+                    eng.log(LOG_JOB | LOG_ERROR, "Job", job_id, "its kill at server "
+                            f"shutdown could not be written: {exc.message}; the kill it "
+                            "had stands, its end recorded before the stop or at the next "
+                            "start" + ("" if job_id not in eng.limit_kills else " (its "
+                                       "limit's reason only if written by then)"))
+                else:
+                    waited.discard(job_id)
+                    eng.log(LOG_JOB | LOG_ERROR, "Job", job_id, "its kill at server "
+                            f"shutdown could not be written: {exc.message}; it runs on, "
+                            "to be adopted at the next start")
         longest = max(eng.kills.values(), default=eng.clock()) - eng.clock()
         deadline = time.monotonic() + max(longest, 0) + 5
-        while eng.launches and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            waited &= set(eng.launches)
+            if not waited:
+                break
             reaped = executor.reap()
             for job_id, launch in list(eng.launches.items()):
-                eng._poll_job(job_id, launch, eng.clock(), reaped=reaped)
+                if job_id in waited:
+                    eng._poll_job(job_id, launch, eng.clock(), reaped=reaped)
             eng._kill_overdue(eng.clock())
             time.sleep(0.05)
         if refused is not None:

@@ -1989,6 +1989,19 @@ def _not_killed(eng, job_id: str, pid: int) -> None:
     assert eng.store.job(job_id)["job_state"] == "R"
 
 
+def _polled(eng, monkeypatch) -> list[str]:
+    """The jobs `eng` polls from now on (`_poll_job`), in order: what a wait waited for."""
+    polled: list[str] = []
+    real = eng._poll_job
+
+    def poll_job(job_id, *args, **kwargs):
+        polled.append(job_id)
+        return real(job_id, *args, **kwargs)
+
+    monkeypatch.setattr(eng, "_poll_job", poll_job)
+    return polled
+
+
 def _ended_for_its_limit(eng, small_home: Path, job_id: str, limit: str,
                          exit_status: int) -> None:
     """Room made, the job (killed for its `limit` on a full disk) ends so: its limit's
@@ -2240,22 +2253,25 @@ def test_an_array_qrerun_is_written_whole_or_not_at_all(small_home, pbsplug_plug
 
 
 def test_a_qterm_immediate_whose_kill_cannot_be_written_leaves_the_job_running(
-        small_home, pbsplug_plugins):
+        small_home, pbsplug_plugins, monkeypatch):
     """qterm -t immediate on a full disk: its first kill that cannot be written fails the
     request (15010) and the server stops all the same (test_poll). That job was sent its
     SIGTERM first, nothing written: it died with the server's stop, to be found ended, not
     requeued. Now it is sent nothing and runs on, for the next start to adopt, as after
-    ``qterm -t quick``."""
+    ``qterm -t quick``; and it is not waited for: never signalled, it kept the wait going
+    to its end (5 s, the server serving nothing) with nothing to wait for."""
     from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
 
     eng = Engine(Home(small_home), plugins=pbsplug_plugins)
     try:
         job_id, pid = _running_on_a_full_disk(eng, small_home, {})
+        polled = _polled(eng, monkeypatch)
         with pytest.raises(PbsError) as refused:
             eng.control.terminate(Caller(0, ROLE_MANAGER), "immediate")
         assert refused.value.code == PBSE_SYSTEM, refused.value
         assert eng.stopping
         _not_killed(eng, job_id, pid)
+        assert polled == [], "the job left running was waited for"
     finally:
         jobs_left_killed(eng)
         eng.runner.reap()
@@ -2268,7 +2284,9 @@ def test_a_qterm_immediate_tries_every_job_past_a_kill_it_cannot_write(
     were left alone, not killed though their kills could be written (room again, as here,
     after the first). It tries each now: the first refused runs on, for the next start to
     adopt, logged in one line naming it; the next is killed and requeued (one R record);
-    the request is still refused (15010) and the server stops."""
+    the request is still refused (15010) and the server stops. Only the killed one is
+    waited for: the refused one, never signalled, kept the wait going to the longest
+    kill_delay and 5 s though the killed one had ended."""
     from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
     from pbsplug.engine.store import StoreWriteError
 
@@ -2294,11 +2312,14 @@ def test_a_qterm_immediate_tries_every_job_past_a_kill_it_cannot_write(
 
         monkeypatch.setattr(eng, "_kill", room_after_a_refusal)
         said = _logged(eng, monkeypatch)
+        polled = _polled(eng, monkeypatch)
         with pytest.raises(PbsError) as answer:
             eng.control.terminate(root, "immediate")
         assert answer.value.code == PBSE_SYSTEM, answer.value
         assert eng.stopping
         _not_killed(eng, refused, pid)
+        assert set(polled) == {killed}, polled
+        assert killed not in eng.launches  # (its end recorded: the wait's end)
         assert len([s for s in said if s.startswith(f"{refused};")]) == 1, said
         assert not [s for s in said if s.startswith(f"{killed};") and "not written" in s]
         assert eng.store.job(killed)["job_state"] == "Q", eng.store.job(killed)
@@ -2307,6 +2328,54 @@ def test_a_qterm_immediate_tries_every_job_past_a_kill_it_cannot_write(
         jobs_left_killed(eng)
         eng.runner.reap()
         eng.close()
+
+
+def test_a_qterm_immediate_refused_for_a_job_being_killed_keeps_its_kill(
+        small_home, pbsplug_plugins, monkeypatch):
+    """qterm -t immediate on a full disk, for a job a qdel is killing already (its kill
+    written, its SIGKILL due after kill_delay; the job ignores SIGTERM): its shutdown kill
+    cannot be written, and the log said it runs on, to be adopted at the next start. Its
+    qdel's kill stands: it is waited for, sent its SIGKILL, and the log says so; the next
+    start, with room, ends it as the qdel asked (F, the deletion's comment)."""
+    from pbsplug.engine.server import KILL_DELAY, ROLE_MANAGER, Caller, Engine
+
+    from .conftest import poll_until
+    from .owner_hooks import gone
+
+    now = [time.time()]
+    eng = Engine(Home(small_home), plugins=pbsplug_plugins, clock=lambda: now[0])
+    again, closed = None, False
+    try:
+        root = Caller(0, ROLE_MANAGER)
+        job_id = eng.req_submit(root, {}, "trap '' TERM\nexec sleep 300\n")
+        poll_until(eng, lambda: job_id in eng.launches, "the job to run")
+        pid = until(eng.launches[job_id].resolve, timeout=PATIENCE,
+                    what="the job's process group to be recorded")
+        eng.req_delete(root, [job_id])
+        assert job_id in eng.kills
+        _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+        now[0] += KILL_DELAY + 1  # (its SIGKILL due)
+        said = _logged(eng, monkeypatch)
+        polled = _polled(eng, monkeypatch)
+        with pytest.raises(PbsError) as answer:
+            eng.control.terminate(root, "immediate")
+        assert answer.value.code == PBSE_SYSTEM, answer.value
+        lines = [s for s in said if s.startswith(f"{job_id};")]
+        assert len(lines) == 1 and "the kill it had stands" in lines[0], lines
+        assert "runs on" not in lines[0], lines
+        assert job_id in polled and job_id not in eng.kills  # (waited for, its SIGKILL sent)
+        until(lambda: gone(pid), timeout=PATIENCE, what="the job to end of its SIGKILL")
+        _closed(eng)
+        closed = True
+        (small_home / "fill").unlink()  # room again: the next start
+        again = Engine(Home(small_home), plugins=pbsplug_plugins)
+        poll_until(again, lambda: again.store.job(job_id)["job_state"] == "F", "its end")
+        assert again.store.job(job_id)["comment"].startswith("Job deleted at request of ")
+    finally:
+        for engine in (eng, again):
+            if engine is not None:
+                jobs_left_killed(engine)
+        _closed(again, None if closed else eng)
 
 
 @pytest.mark.parametrize("over_by", ["drop", "requeue"])
