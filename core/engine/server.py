@@ -2778,11 +2778,19 @@ class Engine:
                     continue  # (not begun, its array has: nothing to requeue, no error)
             if attrs["job_state"] in ("F", "X"):
                 raise PbsError(PBSE_HISTJOBID, obj=job_id)
-            if attrs["job_state"] not in ("R", "E") or job_id not in self.launches:
-                raise PbsError(PBSE_BADSTATE, obj=job_id)
+            self._rerun_launched(job_id, attrs)
             if not force and not units.parse_bool(attrs.get("Rerunable", True)):
                 raise PbsError(PBSE_NORERUN, "job is not rerunnable", obj=job_id)
             self._kill(job_id, "requeue")
+
+    def _rerun_launched(self, job_id: str, attrs: dict[str, Any]) -> None:
+        """A qrerun's kill needs the job's processes: refused (15016) unless the job is R
+        or E and launched. One started and not launched yet (its pbsuser prologue running,
+        or a start whose write waits for room) has none, and neither has one whose pbsuser
+        end hooks run, as PBS's MoM refuses the server's signal then. The same for a job
+        and for each running subjob of an array's qrerun (`_rerun_array`)."""
+        if attrs.get("job_state") not in ("R", "E") or job_id not in self.launches:
+            raise PbsError(PBSE_BADSTATE, obj=job_id)
 
     def _rerun_array(self, array_job: str) -> None:
         """qrerun of a begun array, as OpenPBS 23.06's (checked): every subjob runs again.
@@ -2797,7 +2805,11 @@ class Engine:
         disk) refuses the qrerun with 15010 and changes nothing, the subjobs run on, as a
         job's qrerun refused. (The finished ones were requeued in a write of their own
         before each kill was written: a kill refused left a qrerun half done, and R
-        records written for a write that could fail.)"""
+        records written for a write that could fail.) A running subjob is taken as a
+        qrerun of it alone takes it (`_rerun_launched`): one not launched (its pbsuser
+        prologue or end hooks running) refuses the whole qrerun with 15016, nothing of it
+        done. (Such a subjob was neither requeued nor refused: after the qrerun answered,
+        it ran on, and a subjob in its prologue then ran with its run_count as before.)"""
         now = int(self.clock())
         finished = []
         running = []
@@ -2805,7 +2817,8 @@ class Engine:
         for sub, attrs in rows.items():
             if attrs.get("job_state") in ("F", "X"):
                 finished.append((sub, attrs))
-            elif attrs.get("job_state") in ("R", "E") and sub in self.launches:
+            elif attrs.get("job_state") in ("R", "E"):
+                self._rerun_launched(sub, attrs)
                 running.append(sub)
         array = self._job(array_job)
         spec = arrays.parse_submitted(array["array_indices_submitted"])

@@ -171,3 +171,55 @@ def test_a_qdel_in_the_prologue_records_the_deletion_once_the_chain_is_stopped(
     assert log.count("Job to be deleted at request of root@") == 1
     assert log.index("its execjob_prologue hooks were stopped") < log.index(
         "Job to be deleted at request of root@")
+
+
+class HeldFirstSubjob:
+    """A pbsuser prologue that holds the subjob of index 1 until the file `go` exists."""
+
+    plugin_info = PluginInfo(events=("execjob_prologue",))
+
+    def __init__(self, go: Path):
+        self.go = go
+
+    @hookimpl
+    def execjob_prologue(self, event):
+        while "[1]" in event.job.id and not self.go.exists():
+            time.sleep(0.05)
+
+
+def test_a_qrerun_of_an_array_is_refused_while_a_subjob_runs_its_prologue(
+        engine_here, register_plugin, engine_root):
+    # A qrerun of a job in its pbsuser prologue is 15016 (it has no processes yet). The
+    # array's qrerun counted a subjob as running only once launched: one in its prologue
+    # was neither requeued nor refused, R all through, then launched with run_count 1, its
+    # run as if no qrerun had come. It is taken as its own qrerun takes it now: 15016, and
+    # nothing of the array's qrerun is done (the other subjob, finished, stays so); once
+    # it is launched, the array's qrerun requeues both.
+    from pbsplug.engine.errors import PbsError
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    from .test_poll import poll_until
+
+    root = Caller(0, ROLE_MANAGER)
+    go = engine_root / "go"
+    register_plugin(HeldFirstSubjob(go), "slow", user="pbsuser", alarm=600)
+    eng = engine_here()
+    array = eng.req_submit(root, {"array_indices_submitted": "1-2"},
+                           '[ "$PBS_ARRAY_INDEX" = 1 ] && exec sleep 300\ntrue\n')
+    held, done = array.replace("[]", "[1]"), array.replace("[]", "[2]")
+    poll_until(eng, lambda: held in eng.chains and
+               (eng.store.job(done) or {}).get("job_state") == "F",
+               "the first subjob's prologue to start and the second subjob to end")
+    for ids in ([held], [array]):
+        with pytest.raises(PbsError) as refused:
+            eng.req_rerun(root, ids)
+        assert (refused.value.code, refused.value.obj) == (15016, held), refused.value
+    assert eng.store.job(done)["job_state"] == "F"
+    assert (eng.store.job(held)["job_state"], eng.store.job(held)["substate"]) == ("R", 41)
+    assert held in eng.chains and held not in eng.launches
+    go.touch()
+    poll_until(eng, lambda: held in eng.launches, "the first subjob to be launched")
+    eng.req_rerun(root, [array])
+    assert eng.store.job(done)["job_state"] == "Q"
+    assert eng.store.runtime(held)["end_reason"] == "requeue"
+    assert held in eng.kills
