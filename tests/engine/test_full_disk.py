@@ -2330,13 +2330,16 @@ def test_a_qterm_immediate_tries_every_job_past_a_kill_it_cannot_write(
         eng.close()
 
 
+@pytest.mark.parametrize("by", ["qdel", "walltime"])
 def test_a_qterm_immediate_refused_for_a_job_being_killed_keeps_its_kill(
-        small_home, pbsplug_plugins, monkeypatch):
-    """qterm -t immediate on a full disk, for a job a qdel is killing already (its kill
-    written, its SIGKILL due after kill_delay; the job ignores SIGTERM): its shutdown kill
-    cannot be written, and the log said it runs on, to be adopted at the next start. Its
-    qdel's kill stands: it is waited for, sent its SIGKILL, and the log says so; the next
-    start, with room, ends it as the qdel asked (F, the deletion's comment)."""
+        small_home, pbsplug_plugins, monkeypatch, by):
+    """qterm -t immediate on a full disk, for a job being killed already, deaf to SIGTERM,
+    its SIGKILL due: by a qdel (its kill written) or over its walltime (its kill kept in
+    memory, `limit_kills`). Its shutdown kill cannot be written, and the log said it runs
+    on, to be adopted at the next start. The kill it had stands: it is waited for, sent its
+    SIGKILL, and the log says so. The next start, with room, ends it as the qdel asked (F,
+    the deletion's comment); the walltime kill, never written, is lost with the stop (as
+    the log line says): it ends F of its SIGKILL (265), with no walltime comment."""
     from pbsplug.engine.server import KILL_DELAY, ROLE_MANAGER, Caller, Engine
 
     from .conftest import poll_until
@@ -2347,22 +2350,30 @@ def test_a_qterm_immediate_refused_for_a_job_being_killed_keeps_its_kill(
     again, closed = None, False
     try:
         root = Caller(0, ROLE_MANAGER)
-        job_id = eng.req_submit(root, {}, "trap '' TERM\nexec sleep 300\n")
+        job_id = eng.req_submit(root, {"Resource_List": {"walltime": "00:01:00"}},
+                                "trap '' TERM\nexec sleep 300\n")
         poll_until(eng, lambda: job_id in eng.launches, "the job to run")
         pid = until(eng.launches[job_id].resolve, timeout=PATIENCE,
                     what="the job's process group to be recorded")
-        eng.req_delete(root, [job_id])
-        assert job_id in eng.kills
+        if by == "qdel":
+            eng.req_delete(root, [job_id])
         _full(small_home, lambda: eng.req_submit(root, {"Hold_Types": "u"}, "true\n"))
+        if by == "walltime":
+            now[0] += 120  # (past its walltime)
+            eng.poll()
+            assert job_id in eng.limit_kills
+        assert job_id in eng.kills
         now[0] += KILL_DELAY + 1  # (its SIGKILL due)
         said = _logged(eng, monkeypatch)
         polled = _polled(eng, monkeypatch)
         with pytest.raises(PbsError) as answer:
             eng.control.terminate(root, "immediate")
         assert answer.value.code == PBSE_SYSTEM, answer.value
-        lines = [s for s in said if s.startswith(f"{job_id};")]
+        lines = [s for s in said if s.startswith(f"{job_id};its kill at server shutdown")]
         assert len(lines) == 1 and "the kill it had stands" in lines[0], lines
         assert "runs on" not in lines[0], lines
+        assert ("(its limit's reason only if written by then)" in lines[0]) == (
+            by == "walltime"), lines
         assert job_id in polled and job_id not in eng.kills  # (waited for, its SIGKILL sent)
         until(lambda: gone(pid), timeout=PATIENCE, what="the job to end of its SIGKILL")
         _closed(eng)
@@ -2370,7 +2381,11 @@ def test_a_qterm_immediate_refused_for_a_job_being_killed_keeps_its_kill(
         (small_home / "fill").unlink()  # room again: the next start
         again = Engine(Home(small_home), plugins=pbsplug_plugins)
         poll_until(again, lambda: again.store.job(job_id)["job_state"] == "F", "its end")
-        assert again.store.job(job_id)["comment"].startswith("Job deleted at request of ")
+        attrs = again.store.job(job_id)
+        if by == "qdel":
+            assert attrs["comment"].startswith("Job deleted at request of "), attrs
+        else:
+            assert attrs["Exit_status"] == 265 and "walltime" not in attrs["comment"], attrs
     finally:
         for engine in (eng, again):
             if engine is not None:
