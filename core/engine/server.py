@@ -655,6 +655,7 @@ class Engine:
         self.router = Router(self)
         self.control = JobControl(self)  # (qsig, qorder, qmsg, qselect, qterm...)
         self.control.signals_as_stored()  # (the jobs adopted: stopped if suspended)
+        self._resume_kills()  # (after: a suspended one being killed is woken)
         self.arrays = Arrays(self)
         try:
             self._release_held_back()
@@ -736,6 +737,8 @@ class Engine:
             if ended is None and launch.alive():
                 self.launches[job_id] = launch
                 self.log(LOG_JOB, "Job", job_id, "job adopted again after a server restart")
+                if (runtime or {}).get("end_reason") is not None:  # (its signals: `_resume_kills`)
+                    self.kills[job_id] = self._kill_due(job_id, runtime or {})
                 uid = (runtime or {}).get("delete_at_start")
                 if isinstance(uid, int) and not self._deleted_already(runtime or {}):
                     self.deletes_again[job_id] = uid  # (at the first poll, the server made)
@@ -749,6 +752,36 @@ class Engine:
                 self._lost(job_id, attrs, "its shepherd is gone")
             else:
                 self.launches[job_id] = launch  # _poll_jobs finishes it
+
+    def _kill_due(self, job_id: str, runtime: Mapping[str, Any]) -> float:
+        """When the SIGKILL of an adopted job whose kill was written (its end reason) is
+        due: the job's kill_delay after the kill's write (``killed_at``, `_killed_runtime`),
+        or after now for a kill written by an older pbsplug, which stored no time."""
+        when = runtime.get("killed_at")
+        if not isinstance(when, (int, float)) or isinstance(when, bool):
+            when = self.clock()
+        return float(when) + self._kill_delay(job_id, runtime)
+
+    def _resume_kills(self) -> None:
+        """The kills `_recover` found written for the jobs it adopted (in `kills`: a qdel's,
+        a qrerun's, a limit's, ``qterm -t immediate``'s), resumed as PBS's MoM goes on
+        killing a job whatever its server does: the server stopped (``qterm -t quick``, or
+        killed) after the kill's write and before its SIGKILL forgot it once, and the job, its
+        end reason set (`_being_ended`), ran on with no SIGKILL and no walltime kill. Each
+        is sent its SIGTERM again, as the server may have been killed between the kill's
+        write and its signal (`_kill` writes first), and a suspended one woken to take it;
+        its SIGKILL goes when due (`_kill_due`: at the first poll when the kill_delay ran
+        out while the server was down)."""
+        for job_id, launch in [(j, self.launches.get(j)) for j in self.kills]:
+            if launch is None:  # (dropped by `_kill_overdue`)
+                continue
+            runtime = self.store.runtime(job_id) or {}
+            self.log(LOG_JOB, "Job", job_id, "its kill written before the server restart is "
+                     f"resumed ({runtime.get('end_reason')}): SIGTERM, then SIGKILL after "
+                     "its kill_delay")
+            if (self.store.job(job_id, lean=True) or {}).get("job_state") == "S":
+                self.control.continue_killed(job_id)
+            self._terminate(job_id, launch, runtime)
 
     def _deleted_unended(self, job_id: str, attrs: dict[str, Any],
                          runtime: Mapping[str, Any]) -> None:
@@ -2014,7 +2047,7 @@ class Engine:
         # (OpenPBS 23.06 gives an interactive job qdel ends Exit_status 0, checked)
         exit_status = 0 if attrs.get("interactive") else None
         self._record_deletion(caller, job_id, purge, killed, kill=lambda runtime: (
-            _killed_runtime(self._with_limit_kill(job_id, runtime), why,
+            _killed_runtime(self._with_limit_kill(job_id, runtime), why, self.clock(),
                             exit_status=exit_status)))
         self._kill(job_id, why, exit_status=exit_status, written=True)
         if attrs["job_state"] == "S":  # (woken, to take its SIGTERM)
@@ -2841,7 +2874,7 @@ class Engine:
                 st.set_runtime(sub, submitted)
             for sub in running:  # (their kills, as `_kill` writes each)
                 st.set_runtime(sub, _killed_runtime(self._with_limit_kill(
-                    sub, st.runtime(sub) or {}), "requeue"))
+                    sub, st.runtime(sub) or {}), "requeue", self.clock()))
         for sub, attrs, runtime in reruns:
             self.accounting.rerun(sub, attrs, runtime, REQUEUED_WITH_ARRAY)
         for sub, _ in finished:
@@ -4216,13 +4249,16 @@ class Engine:
             try:
                 with self.store.transaction() as st:
                     runtime = _killed_runtime(self._with_limit_kill(
-                        job_id, st.runtime(job_id) or {}), why, over, exit_status)
+                        job_id, st.runtime(job_id) or {}), why, self.clock(), over,
+                        exit_status)
                     st.set_runtime(job_id, runtime)
             except StoreWriteError as exc:
                 if over is None:
                     raise
-                runtime = _killed_runtime(self.store.runtime(job_id) or {}, why, over)
-                self.limit_kills[job_id] = {"end_reason": why, "exit_status": over.exit_status}
+                runtime = _killed_runtime(self.store.runtime(job_id) or {}, why, self.clock(),
+                                          over)
+                self.limit_kills[job_id] = {"end_reason": why, "exit_status": over.exit_status,
+                                            "killed_at": runtime["killed_at"]}
                 self._said_once(job_id, f"its {over.resource} kill is not written yet: "
                                 f"{exc.message}; the job is killed all the same, the kill "
                                 "written at a later poll")
@@ -4230,16 +4266,21 @@ class Engine:
                 self.limit_kills.pop(job_id, None)
         if over is not None:
             executor.tell_job(launch, over.note)
+        self._terminate(job_id, launch, runtime)
+        # A job being killed already keeps its SIGKILL's time: a qdel every second would
+        # otherwise put it off for ever (past the walltime of a job that ignores SIGTERM).
+        deadline = self.clock() + self._kill_delay(job_id, runtime)
+        self.kills[job_id] = min(self.kills.get(job_id, deadline), deadline)
+
+    def _terminate(self, job_id: str, launch: executor.Launch,
+                   runtime: dict[str, Any]) -> None:
+        """A killed job's SIGTERM (`_kill`, `_resume_kills`)."""
         if not executor.signal_launch(launch, signal.SIGTERM, wait=2.0) and not launch.pgid:
             self.terms_due.add(job_id)  # (no record yet: sent once there is one)
         # Every process of the job gets its SIGTERM, as PBS's MoM sends it to the job's
         # session: one that made a group or a session of its own may end cleanly too,
         # before the SIGKILL after kill_delay.
         executor.signal_session(launch, signal.SIGTERM)
-        # A job being killed already keeps its SIGKILL's time: a qdel every second would
-        # otherwise put it off for ever (past the walltime of a job that ignores SIGTERM).
-        deadline = self.clock() + self._kill_delay(job_id, runtime)
-        self.kills[job_id] = min(self.kills.get(job_id, deadline), deadline)
         self._signal_attached(runtime, signal.SIGTERM)
 
     def _signal_attached(self, runtime: dict[str, Any], sig: int) -> None:
@@ -5150,15 +5191,20 @@ def _shell_path(spec: Any, host: str) -> str | None:
     return default
 
 
-def _killed_runtime(runtime: dict[str, Any], why: str,
+def _killed_runtime(runtime: dict[str, Any], why: str, now: float,
                     over: lifecycle.OverLimit | None = None,
                     exit_status: int | None = None) -> dict[str, Any]:
-    """`runtime` (changed, and returned) with a kill of its run (`Engine._kill`): its end
-    reason `why`, and its Exit_status: a limit's, `exit_status`, or the first kill's kept
-    (a qdel during a walltime kill keeps -29) unless this one requeues the run."""
+    """`runtime` (changed, and returned) with a kill of its run (`Engine._kill`) at `now`:
+    its end reason `why`, and its Exit_status: a limit's, `exit_status`, or the first
+    kill's kept (a qdel during a walltime kill keeps -29) unless this one requeues the run.
+    ``killed_at`` is the first kill's time, which its SIGKILL is due after, as `kills`
+    keeps it: a server that starts again after a stop resumes the kill from it
+    (`Engine._kill_due`)."""
     # (an end_reason: this run is being killed already)
     kept = runtime.get("end_reason") is not None and why != "requeue" and \
         "exit_status" in runtime
+    if runtime.get("end_reason") is None or "killed_at" not in runtime:
+        runtime["killed_at"] = now
     runtime["end_reason"] = why
     if over is not None:
         runtime["exit_status"] = over.exit_status

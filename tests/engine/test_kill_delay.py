@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import pytest
 
+from pbsplug.engine import executor
 from pbsplug.engine.server import ROLE_MANAGER, Caller
 from pbsplug.engine.testing import PBSPLUG, until
 
@@ -419,3 +420,93 @@ def test_a_limit_met_after_the_sigkill_leaves_the_first_reason(engine_here, firs
     else:
         assert (attrs["job_state"], attrs["comment"]) == (
             "H", "Job requeued at request of an operator (qrerun)"), attrs
+
+
+def _deaf_job(eng, tmp_path, deaf: bool = True) -> str:
+    """A job of in-process server `eng`, running and, when `deaf`, ignoring SIGTERM (its
+    file ``ready`` made once it does)."""
+    ready = tmp_path / "ready"
+    trap = "trap '' TERM\n" if deaf else ""
+    job_id = eng.req_submit(ROOT, {}, f"{trap}touch {shlex.quote(str(ready))}\nsleep 300\n")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
+    assert eng.launches[job_id].resolve(wait=60) > 0  # (its process started: reached)
+    poll_until(eng, ready.exists, "the job to be ready")
+    return job_id
+
+
+@pytest.mark.parametrize("first", ["qdel", "qrerun"])
+def test_a_kill_written_before_a_restart_is_resumed(engine_here, first, tmp_path):
+    """A server stopped (killed, or ``qterm -t quick``) after a kill's write and SIGTERM,
+    before the SIGKILL: the kill was kept in memory only (`Engine.kills`), so the next
+    start adopted the job, deaf to SIGTERM, and never sent it its SIGKILL, nor a walltime
+    kill (it counted as being ended); a qdel of a qrerun's job then sent nothing either.
+    The kill is resumed at the start, its SIGKILL due the job's kill_delay (10 s) after the
+    kill's write, as stored. The server's clock is the test's; the first engine, left as it
+    is, is the stopped server."""
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    job_id = _deaf_job(eng, tmp_path)
+    if first == "qdel":
+        assert eng.req_delete(ROOT, [job_id]) == [{"id": job_id}]
+    else:  # (held: once requeued, it does not run again)
+        eng.req_hold(ROOT, [job_id])
+        eng.req_rerun(ROOT, [job_id])
+    written = now[0]
+    now[0] += 5
+    again = engine_here(clock=lambda: now[0])
+    assert again.kills.get(job_id) == written + 10  # (from the kill's write, not the start)
+    now[0] += 5
+    poll_until(again, lambda: job_id not in again.launches, "the job's end")
+    attrs = again.store.job(job_id)
+    kinds = [kind for kind, _ in of(records(again.home), job_id)]
+    if first == "qdel":
+        assert (attrs["job_state"], attrs["Exit_status"]) == ("F", KILLED), attrs
+        assert attrs["comment"].startswith("Job deleted at request of "), attrs["comment"]
+        assert [k for k in kinds if k in "DE"] == ["D", "E"], kinds
+    else:
+        assert (attrs["job_state"], attrs["comment"]) == (
+            "H", "Job requeued at request of an operator (qrerun)"), attrs
+        assert "E" not in kinds, kinds
+
+
+def test_a_kill_written_but_never_signalled_is_signalled_at_the_restart(
+        engine_here, tmp_path, monkeypatch):
+    """A server killed between a qdel's write of the kill and its SIGTERM (`Engine._kill`
+    writes first; here its signals are lost): the next start sends the SIGTERM, which
+    ends the job (Exit_status 271) before its SIGKILL is due (the clock stands still)."""
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    job_id = _deaf_job(eng, tmp_path, deaf=False)
+    with monkeypatch.context() as patched:
+        patched.setattr(executor, "signal_launch", lambda *_, **__: True)
+        patched.setattr(executor, "signal_session", lambda *_, **__: 0)
+        assert eng.req_delete(ROOT, [job_id]) == [{"id": job_id}]
+    again = engine_here(clock=lambda: now[0])
+    poll_until(again, lambda: job_id not in again.launches, "the job's end")
+    attrs = again.store.job(job_id)
+    assert (attrs["job_state"], attrs["Exit_status"]) == ("F", 256 + signal.SIGTERM), attrs
+    assert attrs["comment"].startswith("Job deleted at request of "), attrs["comment"]
+    assert [k for k, _ in of(records(again.home), job_id) if k in "DE"] == ["D", "E"]
+
+
+@pytest.mark.parametrize("stop", ["kill", "qterm"])
+def test_a_job_deleted_before_a_server_stop_is_killed_after_the_restart(engine, holding,
+                                                                        stop):
+    """A real server SIGKILLed, or stopped by ``qterm -t quick``, just after a qdel of a job
+    deaf to SIGTERM (kill_delay 3 s): the next start adopts the job and sends its SIGKILL
+    (it ran on before). A server stalled for 3 s before its stop would have sent it
+    itself: the test then shows less, never fails."""
+    _queue(engine, "short", 3)
+    held = holding("short")
+    engine.pbs("qdel", held.id, check=True)
+    if stop == "kill":
+        engine.kill()
+    else:
+        engine.pbs("qterm", "-t", "quick", check=True)
+        until(lambda: engine.home.server_pid() is None, timeout=60, what="the server's stop")
+    engine.start()
+    until(lambda: _read(held.fifo) == b"", timeout=60, what=f"job {held.id} to end")
+    attrs = engine.wait(held.id, "F")
+    assert attrs["Exit_status"] == KILLED, attrs
+    assert attrs["comment"].startswith("Job deleted at request of "), attrs["comment"]
+    assert [k for k, _ in of(records(engine.home), held.id) if k in "DE"] == ["D", "E"]
