@@ -59,6 +59,7 @@ from ..events import Event
 from ..runner import ACCEPT, Outcome
 from ..values import LONG_MAX, quoted, shown, whole
 from .slurm_read import (
+    ARRAY_THROTTLE,
     SlurmError,
     compress_hostlist,
     cpu_id_list,
@@ -464,9 +465,10 @@ def running_jobs(ctx: Context) -> dict[str, list[str]]:
 #: text (its name), so that no text of any job can forge them: the job id (an array task's
 #: and a heterogeneous job part's own, squeue's ``%A``), then an array task's or a
 #: heterogeneous job part's ids (22.05: ``JobId=6 ArrayJobId=5 ArrayTaskId=1 JobName=``,
-#: ``JobId=8 HetJobId=7 HetJobOffset=1 JobName=``).
-_IDENTITY = re.compile(r"JobId=([0-9]+) (?:ArrayJobId=([0-9]+) ArrayTaskId=([0-9]+) "
-                       r"|HetJobId=([0-9]+) HetJobOffset=([0-9]+) )?JobName=")
+#: ``JobId=8 HetJobId=7 HetJobOffset=1 JobName=``; an array with a limit of tasks at
+#: once, ``--array=1-3%3``, adds ``ArrayTaskThrottle=3`` after ``ArrayTaskId``).
+_IDENTITY = re.compile(r"JobId=([0-9]+) (?:ArrayJobId=([0-9]+) ArrayTaskId=([0-9]+)"
+                       rf"{ARRAY_THROTTLE} |HetJobId=([0-9]+) HetJobOffset=([0-9]+) )?JobName=")
 
 
 def _identity(line: str) -> str | None:

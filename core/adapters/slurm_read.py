@@ -315,6 +315,12 @@ _SPLIT = ("scontrol show job {job_id}: its answer has more lines than the job an
           "(a job name, comment or path with a line break): not read")
 
 
+#: What 22.05 writes after an array task's ``ArrayTaskId=`` when its array has a limit of
+#: tasks running at once (``sbatch --array=1-3%3``: ``JobId=1 ArrayJobId=1 ArrayTaskId=3
+#: ArrayTaskThrottle=3 JobName=``; seen on the real cluster), and nothing otherwise.
+ARRAY_THROTTLE = "(?: ArrayTaskThrottle=[0-9]+)?"
+
+
 def _asked_alone(line: str, job_id: str) -> str | None:
     """How to ask scontrol for `job_id`'s record alone when its answer to ``show job
     <job_id>`` starts with `line` and holds more records, or None. 22.05 answers the id
@@ -323,10 +329,11 @@ def _asked_alone(line: str, job_id: str) -> str | None:
     last task to start keeps (the array's) with every task of the array (``JobId=4
     ArrayJobId=4 ArrayTaskId=3 JobName=``, then ``JobId=5 ArrayJobId=4 ...`` and the
     pending tasks' ``ArrayTaskId=4-9``); ``7+0`` and ``4_3`` answer that job alone. The
-    fields before JobName are Slurm's: no job's text comes before them."""
+    fields before JobName are Slurm's: no job's text comes before them (an array with a
+    limit of tasks at once, ``--array=1-3%3``, adds ``ArrayTaskThrottle=3``: `ARRAY_THROTTLE`)."""
     own = re.escape(job_id)
     match = re.match(rf"JobId={own} (?:HetJobId={own} HetJobOffset=0|ArrayJobId={own} "
-                     r"ArrayTaskId=([0-9]+)) JobName=", line)
+                     rf"ArrayTaskId=([0-9]+){ARRAY_THROTTLE}) JobName=", line)
     if match is None:
         return None
     return f"{job_id}+0" if match.group(1) is None else f"{job_id}_{match.group(1)}"

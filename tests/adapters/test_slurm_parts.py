@@ -104,7 +104,7 @@ def _scontrol_answering(folder: Path, answers: dict[str, str]) -> Slurm:
     for asked, text in answers.items():
         (folder / f"answer-{asked}").write_text(text)
     scontrol = folder / "scontrol"
-    scontrol.write_text('#!/bin/sh\nif [ $# -gt 2 ]; then asked=$5; else read -r _ _ asked; '
+    scontrol.write_text('#!/bin/sh\nif [ $# -gt 2 ]; then asked=${5:-$4}; else read -r _ _ asked; '
                         f'fi\ncat "{folder}/answer-$asked"\n')
     scontrol.chmod(0o755)
     return Slurm(bin_dir=str(folder), env=None)
@@ -170,6 +170,34 @@ def test_a_hooks_stop_or_comment_of_an_arrays_last_task_acts_on_that_task_alone(
     assert acted == [line for job_id in ("4_3", "5", "3") for line in (
         f"scancel {job_id}", f"scontrol requeue {job_id}", f"scontrol requeuehold {job_id}",
         f"scontrol update jobid={job_id} comment=x y")]
+
+
+def test_a_task_of_an_array_with_a_limit_of_tasks_at_once_is_read_and_acted_on_alone(
+        tmp_path):
+    """An array with a limit of tasks running at once (``sbatch --array=1-3%3``): 22.05
+    writes ``ArrayTaskThrottle=3`` between ``ArrayTaskId`` and ``JobName`` (seen on the
+    real cluster), which the reading of the task that keeps the array's id did not
+    expect: its read was refused as a forged line break (the task requeued held, its
+    comment set on every task, ``requeuehold 1`` requeuing every task), a hook's delete
+    was ``scancel 1`` (every task), and the periodic event had every such task one entry
+    a node (``1/0``)."""
+    throttled = " ArrayTaskThrottle=3 JobName="
+    task3 = JOB.replace("JobId=3 JobName=", "JobId=1 ArrayJobId=1 ArrayTaskId=3" + throttled)
+    task1 = JOB.replace("JobId=3 JobName=", "JobId=3 ArrayJobId=1 ArrayTaskId=1" + throttled)
+    slurm_ = _scontrol_answering(tmp_path, {"1": f"{task3}\n{task1}\n", "1_3": task3 + "\n"})
+    assert slurm_.job("1")["id"] == "1"
+    assert slurm_.job_and_nodes("1", [])[0]["id"] == "1"
+    assert slurm_.alone("1") == "1_3"
+    record = _one_cpu_of_n4(6, 1).replace(
+        "JobId=6 JobName=", "JobId=6 ArrayJobId=5 ArrayTaskId=1 ArrayTaskThrottle=2 JobName=")
+    fake = _PowerSlurm(running="6|n4\n", detail=record)
+    assert slurm_power.running_jobs(type("Ctx", (), {"slurm": fake})()) == {"n4": ["6/1"]}
+    # the optional field is Slurm's place alone: a name cannot forge it in front of JobName
+    forged = JOB.replace("JobName=two words", "JobName=x\nJobId=3 ArrayJobId=3 ArrayTaskId=2"
+                         + throttled + "y")
+    slurm_ = _scontrol_answering(tmp_path, {"3": forged + "\n", "3_2": JOB + "\n"})
+    with pytest.raises(JobTextError):
+        slurm_.job("3")
 
 
 def test_the_power_programs_name_array_tasks_and_heterogeneous_parts_by_their_own_ids():

@@ -456,8 +456,9 @@ def test_a_heterogeneous_jobs_parts_run_and_periodic_jobs_name_them_as_their_eve
         ((first, "n3"), (second, "n1"))), seen("end")
 
 
+@pytest.mark.parametrize("array", ["1-3", "1-3%3"])  # (%: 22.05 adds ArrayTaskThrottle=3)
 def test_every_task_of_a_job_array_runs_and_periodic_jobs_name_them_as_their_events_do(
-        slurmtest):
+        slurmtest, array):
     """A job array of three tasks, each on one cpu of n1 or n2. The task that starts last
     keeps the array's id, and 22.05 answers ``scontrol show job <that id>`` with every task
     of the array, a record each: the adapter took that for a job whose text holds a line
@@ -470,7 +471,7 @@ def test_every_task_of_a_job_array_runs_and_periodic_jobs_name_them_as_their_eve
     from pbsplug.adapters.slurm_read import Slurm
 
     cluster = slurmtest.cluster
-    cluster.sbatch("-J", "arr", "-o", "/dev/null", "-p", "debug", "-n", "1", "--array=1-3",
+    cluster.sbatch("-J", "arr", "-o", "/dev/null", "-p", "debug", "-n", "1", f"--array={array}",
                    script="#!/bin/sh\nsleep 600\n")
 
     def seen(what: str) -> list[list[str]]:
@@ -512,17 +513,21 @@ def execjob_begin(event):
 """
 
 
-def test_a_hooks_delete_of_an_arrays_last_task_leaves_the_other_tasks_running(slurm, dists):
+@pytest.mark.parametrize("array", ["1-3", "1-3%3"])  # (%: 22.05 adds ArrayTaskThrottle=3)
+def test_a_hooks_delete_of_an_arrays_last_task_leaves_the_other_tasks_running(
+        slurm, dists, array):
     """The task of an array that starts last keeps the array's id (held, the array's tasks
     start in order: task 3 here), and ``scancel <that id>`` cancels every task of the
     array: an execjob_begin hook that deleted that task (by its ``job.id``) cancelled the
     two others too. The adapter acts on ``<id>_3`` now: that task is cancelled, with the hook's
-    message as its comment, and the others run."""
+    message as its comment, and the others run. With a ``%`` limit, 22.05 writes
+    ``ArrayTaskThrottle=3`` in the task's record before its name: that task's read was
+    refused, and every task requeued held."""
     dists.add("deletesone", DELETES_ONE)
     slurm.install(site_toml("deletesone"))
     cluster = slurm.cluster
     array = cluster.sbatch("-H", "-J", "arr", "-o", "/dev/null", "-p", "debug", "-n", "1",
-                           "--array=1-3", script="#!/bin/sh\nsleep 600\n")
+                           f"--array={array}", script="#!/bin/sh\nsleep 600\n")
     DELETE_ID.write_text(array)
     try:
         cluster.run("scontrol", "release", array)
