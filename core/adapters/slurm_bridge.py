@@ -57,7 +57,15 @@ from ..objects import Job, PbsObject, Vnode
 from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
 from .pbs_wire import one_line
 from .slurm_program import is_stepd
-from .slurm_read import NODE_NAME, JobTextError, Slurm, SlurmError, checked_job_id, passwd_entry
+from .slurm_read import (
+    NODE_NAME,
+    JobTextError,
+    Slurm,
+    SlurmError,
+    UnnamedJobError,
+    checked_job_id,
+    passwd_entry,
+)
 
 if TYPE_CHECKING:
     import pwd
@@ -590,6 +598,8 @@ def _host_failure(ctx: Context, out: Outcome, job_id: str, node: str, script: st
                 ctx.slurm.requeue(job_id)
                 log.info("job %s requeued (%s)", job_id, out.event)
             except SlurmError as exc:  # not requeueable (--no-requeue): PBS would delete
+                if isinstance(exc, UnnamedJobError):
+                    raise
                 log.warning("job %s cannot be requeued (%s): cancelled", job_id, exc)
                 ctx.slurm.cancel(job_id)
     except SlurmError as exc:
@@ -652,6 +662,8 @@ def _held_for_its_text(ctx: Context, job_id: str, exc: JobTextError, script: str
         try:
             ctx.slurm.requeue_hold(job_id)
         except SlurmError as err:  # not requeueable (--no-requeue)
+            if isinstance(err, UnnamedJobError):
+                raise
             log.warning("job %s cannot be requeued (%s): cancelled", job_id, err)
             ctx.slurm.cancel(job_id)
     except SlurmError as err:

@@ -91,6 +91,12 @@ class JobTextError(SlurmError):
     controller's."""
 
 
+class UnnamedJobError(SlurmError):
+    """A job not acted on because the name that acts on it alone was not read
+    (`Slurm.alone`): its bare id may name every task of an array. Not a reason to cancel
+    a job that could not be requeued."""
+
+
 class Slurm:
     """Slurm's commands at absolute paths (Slurm's scripts get no PATH), with ``SLURM_CONF``
     when the install named one."""
@@ -232,13 +238,17 @@ class Slurm:
         jobid=`` act on every task of the array by it (tried on 22.05: a hook's reject or
         delete of that task stopped them all, its comment set on all); ``<id>_<task>`` is
         that task alone (`_asked_alone`, from ``scontrol show job <id>``; the id itself
-        when that fails or names one job). A heterogeneous job's part 0 keeps its id, by
-        which Slurm's commands act on the whole heterogeneous job."""
+        when that names one job). A heterogeneous job's part 0 keeps its id, by which
+        Slurm's commands act on the whole heterogeneous job. A read that fails is
+        `UnnamedJobError`, the action's one-line error: the bare id was taken, and a stop
+        of that task acted on every task of its array, silently."""
         checked_job_id(job_id)
         try:
             lines = _records(self.run("scontrol", "-o", "show", "job", job_id))
-        except SlurmError:
-            return job_id
+        except SlurmError as exc:
+            raise UnnamedJobError(
+                f"job {job_id}: not acted on: which job its id names was not read (its "
+                f"id may name every task of an array): {exc}") from None
         form = _asked_alone(lines[0], job_id) if len(lines) > 1 else None
         return form if form is not None and "_" in form else job_id
 

@@ -30,6 +30,7 @@ from pbsplug.adapters.slurm_read import (
     JobTextError,
     Slurm,
     SlurmError,
+    UnnamedJobError,
     checked_job_id,
     compress_hostlist,
     duration,
@@ -198,6 +199,39 @@ def test_a_task_of_an_array_with_a_limit_of_tasks_at_once_is_read_and_acted_on_a
     slurm_ = _scontrol_answering(tmp_path, {"3": forged + "\n", "3_2": JOB + "\n"})
     with pytest.raises(JobTextError):
         slurm_.job("3")
+
+
+def test_a_stop_of_a_job_whose_own_name_was_not_read_fails_not_by_its_bare_id(
+        tmp_path, caplog):
+    """When the read that finds the name acting on a job alone (`Slurm.alone`) failed, the
+    bare id was taken: for the task that keeps its array's id, ``scancel <id>`` and
+    ``requeue <id>`` stop every task of the array, silently. The stop fails now, with a
+    one-line error naming why, as a failed scancel does, and nothing is acted on (no
+    cancel for a requeue that did not happen)."""
+    calls = tmp_path / "calls"
+    for name in ("scontrol", "scancel"):
+        (tmp_path / name).write_text(
+            f'#!/bin/sh\necho "{name} $*" >> {calls}\n'
+            '[ "$2 $3" = "show job" ] && { echo "slurm_load_jobs error: Socket timed out" >&2;'
+            ' exit 1; }\nexit 0\n')
+        (tmp_path / name).chmod(0o755)
+    slurm_ = Slurm(bin_dir=str(tmp_path), env=None)
+    for act in (slurm_.cancel, slurm_.requeue, slurm_.requeue_hold,
+                lambda j: slurm_.update(f"jobid={j}", "comment=x")):
+        with pytest.raises(UnnamedJobError, match="job 4: not acted on: .*Socket timed out"):
+            act("4")
+    assert all(" show job " in line for line in calls.read_text().splitlines())
+    ctx = type("Ctx", (), {"slurm": slurm_})()
+    out = Outcome(event="execjob_begin", accepted=False, hook="h", kind="reject",
+                  message="no", consequence="requeue")
+    answer = slurm_bridge._host_failure(ctx, out, "4", "n1", "Prolog")
+    assert answer["exit"] == 1
+    assert answer["error"].startswith("pbsplug Prolog: job 4 could not be stopped: job 4: "
+                                      "not acted on")
+    assert "\n" not in answer["error"]
+    answer = slurm_bridge._held_for_its_text(ctx, "4", JobTextError("split"), "Prolog")
+    assert answer["exit"] == 1 and "not acted on" in answer["error"]
+    assert all(" show job " in line for line in calls.read_text().splitlines())
 
 
 def test_the_power_programs_name_array_tasks_and_heterogeneous_parts_by_their_own_ids():
