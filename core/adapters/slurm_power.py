@@ -477,6 +477,11 @@ def _identity(line: str) -> str | None:
     return None if match is None else match.group(1)
 
 
+#: How long `cpu_slots` waits for the jobs read twice, asked for alone (one scontrol
+#: process for them all); those not answered by then are one entry a node.
+ALONE_SECONDS = 20.0
+
+
 def cpu_slots(ctx: Context, nodes_of: Mapping[str, Collection[str]]
               ) -> dict[tuple[str, str], list[int]]:
     """Each job's Slurm CPU ids on each of its nodes, by (its id as squeue's ``%A`` writes
@@ -491,11 +496,13 @@ def cpu_slots(ctx: Context, nodes_of: Mapping[str, Collection[str]]
     name's line break starts without that header); a record with a key twice (what a job
     name that forges an allocation makes: ``NodeList=`` before Slurm's own) is left out
     before anything in it is expanded; a job read twice (a line break in another job's
-    name can start a line as its record does) is asked for alone, ``scontrol -a -o -d
-    show job <id>``, whose first line is its own record: each such job once, and only the
-    jobs squeue named, so a run asks no more than squeue named jobs holding a node,
-    however many lines a forger's text holds (a fixed cap of ten left every job past the
-    tenth one entry a node, which any user's job name could make of a site's all). The
+    name can start a line as its record does) is asked for alone, ``show job <id>``, whose
+    first line is its own record: each such job once, and only the jobs squeue named, all
+    through one scontrol process (`Slurm.jobs_alone`) within `ALONE_SECONDS`, the rest
+    one entry a node, logged once (a fixed cap of ten left every job past the tenth one
+    entry a node, which any user's job name could make of a site's all; a process a job
+    let one user's held job names cost a process a running job of the site, over a
+    minute for 10,000, under the lock ResumeProgram waits on). The
     nodes expanded are at most as many as squeue named, over the run. A job left out, or
     whose allocation does not read, is one entry a node (`running_jobs`); a scontrol that
     fails leaves them all so, in one log line: which jobs hold a node is squeue's, and the
@@ -511,14 +518,21 @@ def cpu_slots(ctx: Context, nodes_of: Mapping[str, Collection[str]]
         job_id = _identity(line)
         if job_id is not None and job_id in nodes_of:
             records.setdefault(job_id, []).append(line.rstrip("\r"))
-    for job_id in [j for j, lines in records.items() if len(lines) > 1]:  # (in nodes_of)
+    twice = [j for j, lines in records.items() if len(lines) > 1]  # (in nodes_of)
+    if twice:
         try:
-            alone = ctx.slurm.run("scontrol", "-a", "-o", "-d", "show", "job", job_id)
-        except SlurmError:
-            continue
-        first = alone.split("\n", 1)[0].rstrip("\r")
-        if _identity(first) == job_id:
-            records[job_id] = [first]
+            alone, late = ctx.slurm.jobs_alone(twice, ALONE_SECONDS)
+        except SlurmError as exc:
+            alone, late = {}, []
+            log.warning("periodic: %d jobs read twice not asked for alone (%s); each is one "
+                        "entry on each of its nodes", len(twice), exc)
+        if late:
+            log.warning("periodic: %d of the %d jobs read twice not answered alone within "
+                        "%g s (%s first); each is one entry on each of its nodes", len(late),
+                        len(twice), ALONE_SECONDS, late[0])
+        for job_id, first in alone.items():
+            if _identity(first) == job_id:
+                records[job_id] = [first]
     out: dict[tuple[str, str], list[int]] = {}
     budget = sum(len(nodes) for nodes in nodes_of.values())
     for job_id, lines in records.items():

@@ -21,6 +21,7 @@ import logging
 import math
 import pwd
 import re
+import secrets
 import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -251,6 +252,43 @@ class Slurm:
                 f"id may name every task of an array): {exc}") from None
         form = _asked_alone(lines[0], job_id) if len(lines) > 1 else None
         return form if form is not None and "_" in form else job_id
+
+    def jobs_alone(self, job_ids: Sequence[str], seconds: float
+                   ) -> tuple[dict[str, str], list[str]]:
+        """Each job's own record (``scontrol -a -o -d show job <id>``'s first line) from ONE
+        scontrol process, fed a ``show job <id>`` line a job on its input (a process a job
+        took one second a hundred jobs, under the power programs' lock), and the jobs not
+        answered within `seconds` (the process is then stopped). The answers are told apart
+        by a line of random letters between them, which scontrol echoes (``scontrol:
+        <line>``, and "invalid keyword" on stderr): no job's text can forge it, so no
+        job's name can pass for the start of another's answer. A job Slurm does not know
+        (it ended) or an answer without those echoes is in neither."""
+        mark = f"pbsplug-{secrets.token_hex(16)}"
+        commands = "".join(f"{mark}\nshow job {job_id}\n" for job_id in job_ids) + mark + "\n"
+        argv = [f"{self.bin_dir}/scontrol", "-a", "-o", "-d"]
+        late = False
+        try:
+            out = subprocess.run(argv, input=commands, capture_output=True, text=True,
+                                 timeout=seconds, env=self.env, encoding="utf-8",
+                                 errors="replace").stdout
+        except FileNotFoundError:
+            raise SlurmError(f"{argv[0]} does not exist (is Slurm's client installed? "
+                             "'pbsplug slurm install --bin-dir' names its folder)") from None
+        except subprocess.TimeoutExpired as exc:  # (what it wrote so far, undecoded)
+            late, written = True, exc.stdout or b""
+            out = (written.decode("utf-8", errors="replace") if isinstance(written, bytes)
+                   else written)
+        lines = _records(out)
+        echo = f"scontrol: {mark}"
+        marks = [i for i, line in enumerate(lines) if line.rstrip() == echo]
+        found = {}
+        for job_id, start, end in zip(job_ids, marks, marks[1:], strict=False):
+            answer = [line for line in lines[start + 1:end]
+                      if line.rstrip() != f"scontrol: show job {job_id}"]
+            if answer:
+                found[job_id] = answer[0]
+        unanswered = list(job_ids[max(len(marks) - 1, 0):]) if late else []
+        return found, unanswered
 
     def cluster_json(self, command: str) -> dict[str, Any]:
         text = self.run(command, "--json")

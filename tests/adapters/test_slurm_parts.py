@@ -2452,6 +2452,81 @@ def test_every_job_another_jobs_name_forges_a_record_of_is_asked_for_alone_once(
     assert sorted(alone, key=int) == [str(j) for j in named]
 
 
+def _fake_scontrol(folder: Path, answers: dict[str, str], stall_after: int = 0) -> Path:
+    """An scontrol that reads commands on its input as 22.05's does: it echoes each
+    (``scontrol: <line>``), answers ``show job <id>`` with ``answers[<id>]`` and says
+    "invalid keyword" of any other line on stderr; each run adds a line to ``runs``.
+    With `stall_after`, it stops answering (sleeps) after that many jobs."""
+    for asked, text in answers.items():
+        (folder / f"answer-{asked}").write_text(text)
+    stall = (f'[ "$n" -ge {stall_after} ] && exec sleep 600\n' if stall_after else "")
+    script = folder / "scontrol"
+    script.write_text(
+        f'#!/bin/sh\necho run >> "{folder}/runs"\nn=0\n'
+        'while IFS= read -r line; do\n  echo "scontrol: $line"\n  case "$line" in\n'
+        f'    "show job "*) {stall}      n=$((n+1))\n'
+        f'      cat "{folder}/answer-${{line#show job }}" 2>/dev/null;;\n'
+        '    *) echo "invalid keyword: $line" >&2;;\n  esac\ndone\n')
+    script.chmod(0o755)
+    return script
+
+
+def test_the_jobs_read_twice_are_asked_for_alone_through_one_scontrol_process(tmp_path):
+    """Each job read twice was asked for alone by a scontrol process of its own: one
+    user's held job names forging every running job's record cost a process a running job
+    of the site (10,000 jobs: over a minute), under the lock ResumeProgram waits on. They
+    are asked through one process now, fed a ``show job <id>`` line each; the answers
+    are told apart by a random line scontrol echoes, so a job's text that forges another
+    job's record (``JobId=2 ...`` in job 1's name) is not taken for that job's."""
+    named = range(1, 31)
+    running = "".join(f"{j}|m{j}\n" for j in named)
+    name = "x" + "".join(f"\nJobId={j} JobName=y" for j in named)
+    detail = _pending_record(99, name) + "".join(_one_cpu_of(j, f"m{j}") for j in named)
+    answers = {str(j): _one_cpu_of(j, f"m{j}") for j in named}
+    # job 1's own name forges job 2's record on another cpu: it comes first in the stream
+    answers["1"] = _one_cpu_of(1, "m1").replace("JobName=", "JobName=a\n" + _one_cpu_of(
+        2, "m2").replace("CPU_IDs=1 ", "CPU_IDs=0 ").rstrip("\n") + " JobName=", 1)
+    _fake_scontrol(tmp_path, answers)
+
+    class Dump(Slurm):
+        def run(self, *args, check=True):
+            if args[:1] == ("squeue",):
+                return running if "CF,R,CG,RS,SI,SO,ST" in args else ""
+            assert args == ("scontrol", "-a", "-o", "-d", "show", "job"), args
+            return detail
+
+    ctx = type("Ctx", (), {"slurm": Dump(bin_dir=str(tmp_path), env=None)})()
+    # (job 1's own record stops at its name's line break: no allocation read, one entry)
+    assert slurm_power.running_jobs(ctx) == {f"m{j}": [f"{j}/{int(j > 1)}"] for j in named}
+    assert (tmp_path / "runs").read_text() == "run\n"
+
+
+def test_jobs_not_answered_alone_in_time_are_one_entry_a_node_logged_once(tmp_path, caplog,
+                                                                        monkeypatch):
+    """One scontrol process for every job read twice, with an overall deadline: the jobs
+    it has not answered by then are one entry a node (``<id>/0``), in one log line."""
+    named = range(1, 6)
+    running = "".join(f"{j}|m{j}\n" for j in named)
+    detail = _pending_record(99, "x" + "".join(f"\nJobId={j} JobName=y" for j in named)) + (
+        "".join(_one_cpu_of(j, f"m{j}") for j in named))
+    _fake_scontrol(tmp_path, {str(j): _one_cpu_of(j, f"m{j}") for j in named}, stall_after=2)
+
+    class Dump(Slurm):
+        def run(self, *args, check=True):
+            if args[:1] == ("squeue",):
+                return running if "CF,R,CG,RS,SI,SO,ST" in args else ""
+            return detail
+
+    monkeypatch.setattr(slurm_power, "ALONE_SECONDS", 4.0)
+    ctx = type("Ctx", (), {"slurm": Dump(bin_dir=str(tmp_path), env=None)})()
+    with caplog.at_level(logging.WARNING, "pbsplug.slurm"):
+        got = slurm_power.running_jobs(ctx)
+    assert got == {"m1": ["1/1"], "m2": ["2/1"], "m3": ["3/0"], "m4": ["4/0"], "m5": ["5/0"]}
+    late = [r.getMessage() for r in caplog.records if "not answered alone" in r.getMessage()]
+    assert late == ["periodic: 3 of the 5 jobs read twice not answered alone within 4 s (3 "
+                    "first); each is one entry on each of its nodes"]
+
+
 #: ``scontrol show config`` of Slurm 22.05 (no ``--json``: "unrecognized option"), its
 #: first line and those around PrivateData and SlurmUser, copied from the tests' cluster
 #: run with PrivateData=jobs,cloud (Slurm writes its flags in its own order).
@@ -2509,6 +2584,17 @@ class _PowerSlurm(_Hostnames):
         #: job <id>`` by id
         self.detail, self.alone = detail, alone or {}
         self.asked: list[tuple[str, ...]] = []
+
+    def jobs_alone(self, job_ids, seconds):
+        """`Slurm.jobs_alone`: each job's first line in `alone` (asked as run's would be)."""
+        found = {}
+        for job_id in job_ids:
+            try:
+                found[job_id] = self.run("scontrol", "-a", "-o", "-d", "show", "job",
+                                         job_id).split("\n", 1)[0]
+            except SlurmError:
+                pass
+        return found, []
 
     def run(self, *args, check=True):
         self.asked.append(args)
