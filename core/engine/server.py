@@ -756,10 +756,12 @@ class Engine:
     def _kill_due(self, job_id: str, runtime: Mapping[str, Any]) -> float:
         """When the SIGKILL of an adopted job whose kill was written (its end reason) is
         due: the job's kill_delay after the kill's write (``killed_at``, `_killed_runtime`),
-        or after now for a kill written by an older pbsplug, which stored no time."""
+        or after now for a kill written by an older pbsplug, which stored no time; never
+        after now, so a clock set back since (or a time from the future) delays no SIGKILL."""
+        now = self.clock()
         when = runtime.get("killed_at")
-        if not isinstance(when, (int, float)) or isinstance(when, bool):
-            when = self.clock()
+        if not isinstance(when, (int, float)) or isinstance(when, bool) or not when < now:
+            when = now  # (not a number, NaN, or later than now)
         return float(when) + self._kill_delay(job_id, runtime)
 
     def _resume_kills(self) -> None:

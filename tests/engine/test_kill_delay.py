@@ -469,6 +469,23 @@ def test_a_kill_written_before_a_restart_is_resumed(engine_here, first, tmp_path
         assert "E" not in kinds, kinds
 
 
+def test_a_kill_resumed_after_the_clock_was_set_back_is_due_from_the_start(engine_here,
+                                                                          tmp_path):
+    """The kill's stored time is the server's clock then: a clock set back before the next
+    start (or a time from the future) put the SIGKILL off by as much; it is due the job's
+    kill_delay after the start, at the latest."""
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    job_id = _deaf_job(eng, tmp_path)
+    assert eng.req_delete(ROOT, [job_id]) == [{"id": job_id}]
+    now[0] -= 3600
+    again = engine_here(clock=lambda: now[0])
+    assert again.kills.get(job_id) == now[0] + 10
+    now[0] += 10
+    poll_until(again, lambda: job_id not in again.launches, "the job's end")
+    assert again.store.job(job_id)["Exit_status"] == KILLED
+
+
 def test_a_kill_written_but_never_signalled_is_signalled_at_the_restart(
         engine_here, tmp_path, monkeypatch):
     """A server killed between a qdel's write of the kill and its SIGTERM (`Engine._kill`
