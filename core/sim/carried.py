@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import chain
 from operator import is_
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from ..objects import RESOURCE_ATTRIBUTES, Job, PbsObject, Resources
 
@@ -53,9 +53,9 @@ class Carried(Generic[_Object]):
         reads is the caller's: a new object, or one `_read_alone` found holding the
         objects noted before, so its types may be looked up in a set.)"""
         attrs = self._attrs = self.obj._attrs
-        keys, values = list(attrs), list(attrs.values())
+        keys, values = list(attrs), list[Any](attrs.values())
         sources: list[Iterable[Any]] = [attrs, attrs.values()]
-        inner = {}
+        inner: dict[int, tuple[type, list[Any] | None, list[Any]]] = {}
         if not _LEAVES.issuperset(map(type, keys)):
             return False
         for i, value in enumerate(values):
@@ -102,7 +102,7 @@ class Carried(Generic[_Object]):
         empty mapping added, which the object then keeps (`Vnode.resources_used` reads
         as that empty mapping either way; ``"resources_used" in vnode`` is then true)."""
         attrs = self._attrs
-        keys, values = list(attrs), list(attrs.values())
+        keys, values = list(attrs), list[Any](attrs.values())
         known = len(self._keys)
         if len(keys) < known or not all(map(is_, keys, self._keys)):
             return False
@@ -120,6 +120,7 @@ class Carried(Generic[_Object]):
             kind, ks, vs = held
             if type(value) is not kind:
                 return False
+            value = cast(Any, value)  # (``type(value) is kind`` made it an object to mypy)
             if ks is None:
                 now = list(value)
             else:
