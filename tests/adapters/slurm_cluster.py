@@ -196,8 +196,7 @@ class SlurmCluster:
             left.unlink(missing_ok=True)
         for sub in ("state", "run", "log", "etc"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        for node in NODES:
-            (self.root / "spool" / node).mkdir(parents=True, exist_ok=True)
+        self._fresh_spools()
         run_munge = Path("/run/munge")
         if not (run_munge / "munge.socket.2").exists() or not self._munge_answers():
             run_munge.mkdir(parents=True, exist_ok=True)
@@ -225,10 +224,23 @@ class SlurmCluster:
             self.stop_process(name)
         self.stop_slurmds_by_pidfile()
         self.stop_process("slurmctld", wait=30)
+        self._fresh_spools()
         self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-c", "-f", str(self.conf)])
         for node in NODES:
             self.start_slurmd(node)
         self.wait_nodes(NODES, ("idle",), 60)
+
+    def _fresh_spools(self) -> None:
+        """Each slurmd's spool folder made empty, before a ``slurmctld -c`` start: slurmd
+        keeps the job ids whose credentials it saw (``cred_state``), one whose job's
+        slurmstepd died while the cluster was down with no expiry, and runs no Prolog for
+        a job whose id it has cached; numbered from 1 again, a task of this run given
+        that id on that node ran without its Prolog (no execjob_begin, no task worker: its
+        TaskProlog failed), and test_every_task_of_a_job_array... timed out."""
+        for node in NODES:
+            spool = self.root / "spool" / node
+            shutil.rmtree(spool, ignore_errors=True)
+            spool.mkdir(parents=True, exist_ok=True)
 
     def own_folders(self, user: str) -> None:
         """slurmctld's folders (state, pid and log files) given to `user`, its SlurmUser
