@@ -329,7 +329,7 @@ class JobControl:
         attrs.update(job_state="S", substate=SUBSTATE_SUSPENDED, mtime=int(now))
         with eng.store.transaction() as st:
             st.put_job(job_id, attrs)
-            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "suspended_at": now})
+            st.merge_runtime(job_id, suspended_at=now)
         executor.signal_launch(launch, signal.SIGSTOP, wait=2.0)  # (a job just started)
         executor.signal_session(launch, signal.SIGSTOP)  # (the whole tree: a session it made too)
         eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGSTOP)
@@ -356,7 +356,7 @@ class JobControl:
                 attrs.update(substate=SUBSTATE_RESUMING, comment=RESUME_WAIT, mtime=int(now))
                 with eng.store.transaction() as st:
                     st.put_job(job_id, attrs)
-                    st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "resume": True})
+                    st.merge_runtime(job_id, resume=True)
             self.resuming.add(job_id)
             return False
         self.resuming.discard(job_id)

@@ -2074,9 +2074,7 @@ class Engine:
         requeue too (`_submitted_runtime`), and the job's history goes once it is over
         (`_finish`, `_drop`), as OpenPBS 23.06.06's server keeps the -x with the job
         until it is (read in its source)."""
-        with self.store.transaction() as st:
-            st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
-                                    "purge": f"{caller.user}@{self.host}"})
+        self.store.merge_runtime(job_id, purge=f"{caller.user}@{self.host}")
 
     def _delete_requeued(self, caller: Caller, job_id: str,
                          killed: dict[str, PbsError | None] | None,
@@ -3609,7 +3607,7 @@ class Engine:
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
             # (not begun till its S: ``began``, read by `lifecycle.began`)
-            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "began": False})
+            st.merge_runtime(job_id, began=False)
         self.log(LOG_JOB, "Job", job_id, f"Job Run at request of Scheduler@{self.host} on "
                  f"exec_vnode {exec_vnode}")
         vnodes: dict[str, Vnode] | None = None
@@ -3647,8 +3645,7 @@ class Engine:
         the S itself is not read back. A mark that cannot be written (a full disk) is
         logged and the run goes on: it is then taken as not begun (its end an A)."""
         try:
-            with self.store.transaction() as st:
-                st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "began": True})
+            self.store.merge_runtime(job_id, began=True)
         except StoreWriteError as exc:
             self.log(LOG_ERROR, "Job", job_id, f"its begun run could not be marked: {exc}")
 
@@ -3665,9 +3662,7 @@ class Engine:
                  f"server is stopping; {then}")
         if outcome.event == "execjob_begin":  # (its S unwritten: no R at that requeue)
             try:
-                with self.store.transaction() as st:
-                    st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
-                                            "begin_stopped": True})
+                self.store.merge_runtime(job_id, begin_stopped=True)
             except StoreWriteError as exc:  # (the requeue writes an R: the stop goes on)
                 self.log(LOG_ERROR, "Job", job_id, f"its stopped start could not be "
                          f"marked: {exc}")
@@ -3940,8 +3935,8 @@ class Engine:
         self.start_pause = 0.0  # (a start that works: the next shortage's pause is short)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)  # what its begin, prologue and launch hooks changed
-            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict(),
-                                    "kill_delay": self._queue_kill_delay(attrs.get("queue"))})
+            st.merge_runtime(job_id, launch=launch.to_dict(),
+                             kill_delay=self._queue_kill_delay(attrs.get("queue")))
         self._track_states()
         # (`after` waits for the start only; on an array, for its first subjob's)
         self._resolve_depend([job_id, *([attrs["array_id"]] if attrs.get("array_id") else [])])
@@ -4062,9 +4057,7 @@ class Engine:
         ends = lifecycle.start_step(outcome.consequence) == lifecycle.FINISH
         if not ran:  # (what a restart ends or requeues it as, its end or requeue unwritten)
             try:
-                with self.store.transaction() as st:
-                    st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "refused": {
-                        "comment": comment, "delete": ends}})
+                self.store.merge_runtime(job_id, refused={"comment": comment, "delete": ends})
             except StoreWriteError as exc:  # (a restart requeues it, no R: `_recover`)
                 self.log(LOG_ERROR, "Job", job_id, f"its refused start could not be "
                          f"marked: {exc}")
@@ -4620,8 +4613,7 @@ class Engine:
                     with self.store.transaction() as st:
                         st.put_job(job_id, attrs)
                         if ending.record is not None:
-                            st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
-                                                    "ending": ending.record})
+                            st.merge_runtime(job_id, ending=ending.record)
             outcome = self._job_event(job_id, event, start, functools.partial(
                 self._end_event_done, job_id, ending), job=job, vnode_list=vnodes)
             if isinstance(outcome, _Chain):
@@ -4644,7 +4636,7 @@ class Engine:
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
             if ending.record is not None:
-                st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "ending": ending.record})
+                st.merge_runtime(job_id, ending=ending.record)
         self.log(LOG_JOB, "Job", job_id, f"its {event} hooks were stopped: the server is "
                  "stopping; the job ends, its end hooks run again, when it starts again")
 
@@ -4917,10 +4909,10 @@ class Engine:
         is refused as not done then, the subjob running on."""
         try:
             with self.store.transaction() as st:
-                runtime = {**(st.runtime(job_id) or {}), "delete_at_start": caller.uid}
+                marks: dict[str, Any] = {"delete_at_start": caller.uid}
                 if (purger := chain.purger()) is not None:
-                    runtime["purge"] = f"{purger.user}@{self.host}"
-                st.set_runtime(job_id, runtime)
+                    marks["purge"] = f"{purger.user}@{self.host}"
+                st.merge_runtime(job_id, **marks)
         except Exception as exc:  # noqa: BLE001 - told as a refusal, and logged
             self.log(LOG_ERROR, "Job", job_id, "marking it to be deleted at the next start "
                      f"failed: {type(exc).__name__}: {exc}")

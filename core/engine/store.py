@@ -576,6 +576,13 @@ class Store:
         self.db.execute("UPDATE jobs SET runtime=? WHERE id=?",
                         (json.dumps(runtime) if runtime is not None else None, job_id))
 
+    def merge_runtime(self, job_id: str, /, **changes: Any) -> None:
+        """`changes` set in the job's runtime, its other keys kept (none stored: just
+        `changes`). Read and written in one transaction, the caller's when it has one,
+        so that nothing written in between is lost."""
+        with self.transaction() as st:
+            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), **changes})
+
     def written(self, job_id: str) -> dict[str, dict[str, Any]] | None:
         """What of the job's Resource_List the server wrote (`Engine._completed`):
         ``{"defaults": {...}, "derived": {...}}``; None when nothing readable is kept (a

@@ -447,6 +447,6 @@ class Arrays:
                         runtime["purge"] = caller_name
                     st.set_runtime(array_job, runtime)
                 for sub, uid in (marked or {}).items():
-                    st.set_runtime(sub, {**(st.runtime(sub) or {}), "delete_at_start": uid})
+                    st.merge_runtime(sub, delete_at_start=uid)
         return todo
 

@@ -150,3 +150,21 @@ def test_a_row_the_server_wrote_reads_back_past_jsontexts_depth(tmp_path):
         st.put("queue", "workq", {"Resource_Default": {"x": deep}})
     assert st.job("1.s") == {**attrs, "substate": 10}
     assert st.get("queue", "workq") == {"Resource_Default": {"x": deep}}
+
+
+def test_merge_runtime_sets_its_keys_and_keeps_the_others(tmp_path):
+    """`Store.merge_runtime`: the job's other runtime keys kept, in the caller's
+    transaction (a failed one writes none of it)."""
+    st = Store(tmp_path / "server.db")
+    with st.transaction():
+        st.add_job(1, "1.s", {"job_state": "Q", "queue": "workq"}, "true\n")
+        st.merge_runtime("1.s", began=False)  # (none stored yet)
+    assert st.runtime("1.s") == {"began": False}
+    st.merge_runtime("1.s", began=True, launch={"pid": 7})
+    assert st.runtime("1.s") == {"began": True, "launch": {"pid": 7}}
+    with pytest.raises(RuntimeError), st.transaction():
+        st.merge_runtime("1.s", suspended_at=5.0)
+        raise RuntimeError("the caller's transaction fails")
+    assert st.runtime("1.s") == {"began": True, "launch": {"pid": 7}}
+    st.merge_runtime("1.s", job_id="a key of that name")  # (job_id is positional only)
+    assert st.runtime("1.s")["job_id"] == "a key of that name"
