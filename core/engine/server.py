@@ -4092,14 +4092,17 @@ class Engine:
         every later run again, and the processes ``attached`` to this run are not the
         next's. Its per-run files go too (`_remove_run_files`). Its R record unless not
         `record` (a run with no S: its begin hooks refused it, or were given up for the
-        server's stop)."""
+        server's stop), written once the requeue is: a requeue whose write fails (a full
+        disk) is tried again, and a record written before it would be written twice."""
         self._stop_chain(job_id)
-        if record:
-            self.accounting.rerun(job_id, attrs, self.store.runtime(job_id), comment)
+        ran = copy.deepcopy(attrs) if record else None  # (the run's, as it ended)
         lifecycle.requeued(attrs, comment, int(self.clock()))
         with self.store.transaction() as st:
+            runtime = st.runtime(job_id)
             st.put_job(job_id, attrs)
-            st.set_runtime(job_id, _submitted_runtime(st.runtime(job_id)))
+            st.set_runtime(job_id, _submitted_runtime(runtime))
+        if ran is not None:
+            self.accounting.rerun(job_id, ran, runtime, comment)
         self._forget_run(job_id)
         self.launches.pop(job_id, None)
         self.log(LOG_JOB, "Job", job_id, attrs["comment"])

@@ -559,3 +559,32 @@ def test_an_array_whose_subjobs_its_begin_hooks_deleted_did_not_fail(
     assert not attrs["comment"].endswith("failed"), attrs["comment"]
     assert attrs["Exit_status"] == 0
     assert [k for k, _ in of(records(eng.home), array.replace("[]", "[1]"))] == ["A"]
+
+
+def test_a_requeue_whose_write_fails_once_writes_one_r(engine_here, monkeypatch):
+    # The R was written before the requeue's transaction: one that failed (the disk
+    # filled since the last write, which `probe_write` does not check while writes
+    # succeed) left the job's end to be tried again at the next poll (`_poll_job`), and
+    # the try that worked wrote a second R for the one requeue.
+    import sqlite3
+
+    eng = engine_here()
+    root = Caller(0, ROLE_MANAGER)
+    job_id = eng.req_submit(root, {}, "sleep 60\n")
+    poll_until(eng, lambda: job_id in eng.launches, "the job's run")
+    real, failed = eng.store.put_job, []
+
+    def full_once(jid, attrs, *args, **kwargs):  # (the requeue's write: the job back to Q)
+        if jid == job_id and attrs.get("job_state") == "Q" and not failed:
+            failed.append(jid)
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(jid, attrs, *args, **kwargs)
+
+    monkeypatch.setattr(eng.store, "put_job", full_once)
+    eng.req_rerun(root, [job_id])
+    poll_until(eng, lambda: eng.store.job(job_id).get("run_count", 0) >= 2,
+               "the requeue, tried again, and the next run")
+    assert failed, "the requeue's write never failed"
+    assert [k for k, _ in of(records(eng.home), job_id)].count("R") == 1
+    eng.req_delete(root, [job_id])
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
