@@ -242,7 +242,10 @@ class Slurm:
         when that names one job). A heterogeneous job's part 0 keeps its id, by which
         Slurm's commands act on the whole heterogeneous job. A read that fails is
         `UnnamedJobError`, the action's one-line error: the bare id was taken, and a stop
-        of that task acted on every task of its array, silently."""
+        of that task acted on every task of its array, silently. So is an id whose record
+        is an array's tasks not started yet (`_array_remainder`): no one job, and no event
+        is for it (each task's events have its own id); the bare id acted on every task of
+        the array, those running too, and ``<id>_[2-5]`` would stop tasks no hook judged."""
         checked_job_id(job_id)
         try:
             lines = _records(self.run("scontrol", "-o", "show", "job", job_id))
@@ -250,6 +253,11 @@ class Slurm:
             raise UnnamedJobError(
                 f"job {job_id}: not acted on: which job its id names was not read (its "
                 f"id may name every task of an array): {exc}") from None
+        tasks = _array_remainder(lines[0], job_id) if lines else None
+        if tasks is not None:
+            raise UnnamedJobError(
+                f"job {job_id}: not acted on: its id names the tasks of its array not "
+                f"started yet ({job_id}_[{tasks}]), not one job")
         form = _asked_alone(lines[0], job_id) if len(lines) > 1 else None
         return form if form is not None and "_" in form else job_id
 
@@ -385,6 +393,21 @@ def _asked_alone(line: str, job_id: str) -> str | None:
     if match is None:
         return None
     return f"{job_id}+0" if match.group(1) is None else f"{job_id}_{match.group(1)}"
+
+
+def _array_remainder(line: str, job_id: str) -> str | None:
+    """The tasks Slurm's record `line` of job `job_id` stands for when it is an array's
+    tasks not started yet, split off from it one by one as each starts, or None. 22.05
+    writes them as one pending record with the array's id and a task expression, not a
+    task: ``JobId=1 ArrayJobId=1 ArrayTaskId=2-5%1 ArrayTaskThrottle=1 JobName=`` (with
+    ``--array=1-5%1``, its first task running as job 2) or ``ArrayTaskId=1,3,7-9 JobName=``.
+    The fields before JobName are Slurm's (`_asked_alone`)."""
+    own = re.escape(job_id)
+    match = re.match(rf"JobId={own} ArrayJobId={own} ArrayTaskId=([^ ]+){ARRAY_THROTTLE} "
+                     "JobName=", line)
+    if match is None or re.fullmatch("[0-9]+", match.group(1)):
+        return None
+    return match.group(1)
 
 
 def _records(text: str) -> list[str]:

@@ -201,6 +201,73 @@ def test_a_task_of_an_array_with_a_limit_of_tasks_at_once_is_read_and_acted_on_a
         slurm_.job("3")
 
 
+#: ``scontrol -o show job 1`` on 22.05 (the tests' real cluster, tests/adapters/
+#: test_slurm_real.py) for ``sbatch --array=1-5%1`` with task 1 running as job 2: the tasks
+#: not started yet come first, one pending record with the array's id.
+LEFTOVER = (
+    "JobId=1 ArrayJobId=1 ArrayTaskId=2-5%1 ArrayTaskThrottle=1 JobName=left UserId=root(0) "
+    "GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 Account=(null) QOS=(null) "
+    "JobState=PENDING Reason=JobArrayTaskLimit Dependency=(null) Requeue=1 Restarts=0 "
+    "BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A "
+    "SubmitTime=2026-12-07T19:01:06 EligibleTime=Unknown AccrueTime=Unknown StartTime=Unknown "
+    "EndTime=Unknown Deadline=N/A SuspendTime=None SecsPreSuspend=0 "
+    "LastSchedEval=2026-12-07T19:01:07 Scheduler=Backfill:* Partition=debug "
+    "AllocNode:Sid=localhost:938 ReqNodeList=(null) ExcNodeList=(null) NodeList= NumNodes=1 "
+    "NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=1,mem=1000M,node=1,billing=1 "
+    "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* MinCPUsNode=1 MinMemoryNode=0 "
+    "MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 "
+    "Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/pbsplug-slurm StdErr=/dev/null "
+    "StdIn=/dev/null StdOut=/dev/null Power= ")
+LEFTOVER_TASK_1 = (
+    "JobId=2 ArrayJobId=1 ArrayTaskId=1 ArrayTaskThrottle=1 JobName=left UserId=root(0) "
+    "GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 Account=(null) QOS=(null) "
+    "JobState=RUNNING Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 "
+    "ExitCode=0:0 RunTime=00:00:00 TimeLimit=365-00:00:00 TimeMin=N/A "
+    "SubmitTime=2026-12-07T19:01:06 EligibleTime=2026-12-07T19:01:07 AccrueTime=Unknown "
+    "StartTime=2026-12-07T19:01:07 EndTime=2027-12-07T19:01:07 Deadline=N/A SuspendTime=None "
+    "SecsPreSuspend=0 LastSchedEval=2026-12-07T19:01:07 Scheduler=Backfill Partition=debug "
+    "AllocNode:Sid=localhost:938 ReqNodeList=(null) ExcNodeList=(null) NodeList=n1 "
+    "BatchHost=n1 NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* "
+    "TRES=cpu=1,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* "
+    "MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 "
+    "OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null) Command=(null) "
+    "WorkDir=/tmp/pbsplug-slurm StdErr=/dev/null StdIn=/dev/null StdOut=/dev/null Power= ")
+
+
+def test_an_arrays_tasks_not_started_yet_are_no_job_to_act_on(tmp_path):
+    """The record 22.05 writes for an array's tasks not started yet (``ArrayTaskId=2-5%1``,
+    the array's id) named the bare id in `Slurm.alone`, by which scancel, ``scontrol
+    requeue`` and ``update jobid=`` act on every task of the array, the running ones too:
+    no job any event is for, so no name to act by (`UnnamedJobError`, nothing run); the
+    running task is acted on by its own id. Also when that record is the whole answer
+    (no task started) and for a list of tasks."""
+    calls = tmp_path / "calls"
+    answers = {"1": f"{LEFTOVER}\n{LEFTOVER_TASK_1}\n", "2": LEFTOVER_TASK_1 + "\n",
+               "7": LEFTOVER.replace("JobId=1 ArrayJobId=1 ArrayTaskId=2-5%1 ArrayTaskThrottle=1 ",
+                                     "JobId=7 ArrayJobId=7 ArrayTaskId=1,3,7-9 ") + "\n"}
+    for asked, text in answers.items():
+        (tmp_path / f"answer-{asked}").write_text(text)
+    for name in ("scontrol", "scancel"):
+        (tmp_path / name).write_text(
+            f'#!/bin/sh\necho "{name} $*" >> {calls}\n'
+            f'[ "$2 $3" = "show job" ] && cat "{tmp_path}/answer-$4"\nexit 0\n')
+        (tmp_path / name).chmod(0o755)
+    slurm_ = Slurm(bin_dir=str(tmp_path), env=None)
+    for job_id, tasks in (("1", r"1_\[2-5%1\]"), ("7", r"7_\[1,3,7-9\]")):
+        for act in (slurm_.cancel, slurm_.requeue, slurm_.requeue_hold,
+                    lambda j: slurm_.update(f"jobid={j}", "comment=x")):
+            with pytest.raises(UnnamedJobError, match=rf"job {job_id}: not acted on: its id "
+                               rf"names the tasks of its array not started yet \({tasks}\)"):
+                act(job_id)
+    assert all(" show job " in line for line in calls.read_text().splitlines())
+    slurm_.cancel("2")
+    assert calls.read_text().splitlines()[-1] == "scancel 2"
+    ctx = type("Ctx", (), {"slurm": slurm_})()
+    answer = slurm_bridge._held_for_its_text(ctx, "1", JobTextError("split"), "Prolog")
+    assert answer["exit"] == 1 and "not started yet" in answer["error"], answer
+    assert calls.read_text().splitlines()[-1] == "scontrol -o show job 1"
+
+
 def test_a_stop_of_a_job_whose_own_name_was_not_read_fails_not_by_its_bare_id(
         tmp_path, caplog):
     """When the read that finds the name acting on a job alone (`Slurm.alone`) failed, the

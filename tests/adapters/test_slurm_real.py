@@ -542,3 +542,42 @@ def test_a_hooks_delete_of_an_arrays_last_task_leaves_the_other_tasks_running(
                              60, "running")
     finally:
         DELETE_ID.unlink(missing_ok=True)
+
+
+
+def test_an_arrays_tasks_not_started_yet_are_no_job_to_stop(slurm):
+    """``sbatch --array=1-5%1`` with task 1 running (as a job of its own): 22.05 answers
+    ``scontrol show job <array id>`` with the tasks not started yet first, one record of
+    the array's id (``ArrayTaskId=2-5%1``). `Slurm.alone` named that bare id, by which
+    scancel and ``scontrol requeue`` act on every task, the running one too. A stop by
+    that id is refused now (`UnnamedJobError`), and nothing is cancelled; a held array
+    none of whose tasks started (one record, ``ArrayTaskId=1-3``) is refused the same."""
+    from pbsplug.adapters.slurm_read import Slurm, UnnamedJobError
+
+    cluster = slurm.cluster
+    array = cluster.sbatch("-J", "left", "-o", "/dev/null", "-p", "debug", "-n", "1",
+                           "--array=1-5%1", script="#!/bin/sh\nsleep 600\n")
+    held = cluster.sbatch("-H", "-J", "held", "-o", "/dev/null", "-p", "debug", "-n", "1",
+                          "--array=1-3", script="#!/bin/sh\nsleep 600\n")
+    try:
+        running = until(lambda: cluster.run("/usr/bin/squeue", "-h", "-t", "R", "-o",
+                                            "%A %i").stdout.split(), 60, "task 1 to run")
+        assert running[1] == f"{array}_1", running
+        first = cluster.run("/usr/bin/scontrol", "-o", "show", "job", array).stdout
+        assert first.startswith(f"JobId={array} ArrayJobId={array} ArrayTaskId=2-5%1 "), first
+        slurm_ = Slurm("/usr/bin", str(cluster.conf))
+        for job_id, tasks in ((array, "2-5%1"), (held, "1-3")):
+            with pytest.raises(UnnamedJobError,
+                               match=rf"\({job_id}_\[{tasks}\]\), not one job"):
+                slurm_.cancel(job_id)
+            with pytest.raises(UnnamedJobError):
+                slurm_.requeue(job_id)
+        task = cluster.job(running[0])
+        assert task["job_state"] == "RUNNING", task
+        assert cluster.job(array)["job_state"] == "PENDING"
+        assert slurm_.alone(running[0]) == running[0]  # (the running task, by its own id)
+    finally:  # (by the arrays' ids, every task: the fixture's cancel, by squeue's %i,
+        # names the pending ones 7_[2-5%1], and left them, their running task too)
+        cluster.run("/usr/bin/scancel", array, held, check=False)
+        until(lambda: not cluster.run("/usr/bin/squeue", "-h", "-t", "PD,R,CG", "-o",
+                                      "%A").stdout.strip(), 30, "the arrays to end")
