@@ -401,13 +401,15 @@ def _array_remainder(line: str, job_id: str) -> str | None:
     writes them as one pending record with the array's id and a task expression, not a
     task: ``JobId=1 ArrayJobId=1 ArrayTaskId=2-5%1 ArrayTaskThrottle=1 JobName=`` (with
     ``--array=1-5%1``, its first task running as job 2) or ``ArrayTaskId=1,3,7-9 JobName=``.
-    The fields before JobName are Slurm's (`_asked_alone`)."""
+    The fields before JobName are Slurm's (`_asked_alone`). The tasks are given without
+    the expression's throttle (``2-5``, not ``2-5%1``): no Slurm command takes ``%N`` in
+    a list of tasks, so ``1_[2-5%1]`` named none that could be used."""
     own = re.escape(job_id)
     match = re.match(rf"JobId={own} ArrayJobId={own} ArrayTaskId=([^ ]+){ARRAY_THROTTLE} "
                      "JobName=", line)
     if match is None or re.fullmatch("[0-9]+", match.group(1)):
         return None
-    return match.group(1)
+    return match.group(1).partition("%")[0]
 
 
 def _records(text: str) -> list[str]:

@@ -253,7 +253,7 @@ def test_an_arrays_tasks_not_started_yet_are_no_job_to_act_on(tmp_path):
             f'[ "$2 $3" = "show job" ] && cat "{tmp_path}/answer-$4"\nexit 0\n')
         (tmp_path / name).chmod(0o755)
     slurm_ = Slurm(bin_dir=str(tmp_path), env=None)
-    for job_id, tasks in (("1", r"1_\[2-5%1\]"), ("7", r"7_\[1,3,7-9\]")):
+    for job_id, tasks in (("1", r"1_\[2-5\]"), ("7", r"7_\[1,3,7-9\]")):
         for act in (slurm_.cancel, slurm_.requeue, slurm_.requeue_hold,
                     lambda j: slurm_.update(f"jobid={j}", "comment=x")):
             with pytest.raises(UnnamedJobError, match=rf"job {job_id}: not acted on: its id "

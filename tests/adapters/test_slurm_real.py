@@ -566,7 +566,7 @@ def test_an_arrays_tasks_not_started_yet_are_no_job_to_stop(slurm):
         first = cluster.run("/usr/bin/scontrol", "-o", "show", "job", array).stdout
         assert first.startswith(f"JobId={array} ArrayJobId={array} ArrayTaskId=2-5%1 "), first
         slurm_ = Slurm("/usr/bin", str(cluster.conf))
-        for job_id, tasks in ((array, "2-5%1"), (held, "1-3")):
+        for job_id, tasks in ((array, "2-5"), (held, "1-3")):
             with pytest.raises(UnnamedJobError,
                                match=rf"\({job_id}_\[{tasks}\]\), not one job"):
                 slurm_.cancel(job_id)
