@@ -399,7 +399,10 @@ class SlurmCluster:
                          check=False)
 
     def cancel_all(self) -> None:
-        out = self.run("/usr/bin/squeue", "-h", "-o", "%i", check=False).stdout.split()
+        # (by %A, each record's own job id: %i names a pending array's leftover tasks
+        # 7_[2-5%1], which scancel does not take, and that array's running task lived on)
+        out = sorted(set(self.run("/usr/bin/squeue", "-h", "-o", "%A",
+                                  check=False).stdout.split()))
         if out:
             self.run("/usr/bin/scancel", *out, check=False)
             deadline = time.monotonic() + 30

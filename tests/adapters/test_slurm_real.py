@@ -576,8 +576,7 @@ def test_an_arrays_tasks_not_started_yet_are_no_job_to_stop(slurm):
         assert task["job_state"] == "RUNNING", task
         assert cluster.job(array)["job_state"] == "PENDING"
         assert slurm_.alone(running[0]) == running[0]  # (the running task, by its own id)
-    finally:  # (by the arrays' ids, every task: the fixture's cancel, by squeue's %i,
-        # names the pending ones 7_[2-5%1], and left them, their running task too)
+    finally:  # (by the arrays' ids, every task)
         cluster.run("/usr/bin/scancel", array, held, check=False)
         until(lambda: not cluster.run("/usr/bin/squeue", "-h", "-t", "PD,R,CG", "-o",
                                       "%A").stdout.strip(), 30, "the arrays to end")
