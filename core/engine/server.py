@@ -2790,9 +2790,12 @@ class Engine:
 
     def req_rerun(self, caller: Caller, ids: list[str], force: bool = False) -> None:
         """qrerun, an operator's or a manager's: each running job is killed and requeued.
-        As OpenPBS 23.06 (checked): a finished job is 15139, a job not running 15016, and
-        one that is not rerunnable (``qsub -r n``) 15038, unless `force` (``qrerun -W
-        force``) requeues it all the same."""
+        As OpenPBS 23.06.06 (measured): a finished job is 15139; one that is not rerunnable
+        (``qsub -r n``) 15038, queued, held, running or suspended, unless `force`
+        (``qrerun -W force``) requeues it all the same; then one not running (queued, held)
+        15016, forced or not, and so is a suspended one unless forced: a forced qrerun
+        kills a suspended job (woken to take its SIGTERM) and requeues it. A subjob that is
+        not running or suspended is 15016 before its Rerunable is looked at."""
         if not caller.privileged:
             raise PbsError(PBSE_PERM)
         for job_id in ids:
@@ -2801,37 +2804,55 @@ class Engine:
             if attrs.get("array") and attrs["job_state"] not in ("F", "X"):
                 if attrs["job_state"] != "B":  # (not begun: OpenPBS 23.06's 15016, checked)
                     raise PbsError(PBSE_BADSTATE, obj=job_id)
-                self._rerun_array(job_id)
+                self._rerun_array(job_id, force)
                 continue
-            if attrs.get("array_id") is not None:  # a subjob (OpenPBS 23.06's, checked)
-                if attrs["job_state"] in ("F", "X"):
-                    raise PbsError(PBSE_BADSTATE, obj=job_id)
-                if attrs["job_state"] == "Q" and self.store.job(job_id) is None and \
-                        self._job(str(attrs["array_id"]))["job_state"] == "B":
-                    continue  # (not begun, its array has: nothing to requeue, no error)
+            if attrs.get("array_id") is not None and \
+                    attrs["job_state"] not in ("R", "E", "S"):
+                # (a subjob queued, begun before or not, or finished: 15016, forced or not,
+                # whatever its Rerunable, measured on OpenPBS 23.06.06)
+                raise PbsError(PBSE_BADSTATE, obj=job_id)
             if attrs["job_state"] in ("F", "X"):
                 raise PbsError(PBSE_HISTJOBID, obj=job_id)
-            self._rerun_launched(job_id, attrs)
-            if not force and not units.parse_bool(attrs.get("Rerunable", True)):
-                raise PbsError(PBSE_NORERUN, "job is not rerunnable", obj=job_id)
+            self._rerun_allowed(job_id, attrs, force)
             self._kill(job_id, "requeue")
+            if attrs["job_state"] == "S":  # (woken, to take its SIGTERM)
+                self.control.continue_killed(job_id)
+
+    def _rerun_allowed(self, job_id: str, attrs: dict[str, Any], force: bool) -> None:
+        """Whether a qrerun may kill the job and requeue it, as OpenPBS 23.06.06 answers
+        (measured): not rerunnable, 15038 unless `force`; suspended, 15016 unless `force`;
+        then `_rerun_launched`."""
+        if not force and not units.parse_bool(attrs.get("Rerunable", True)):
+            raise PbsError(PBSE_NORERUN, "job is not rerunnable", obj=job_id)
+        if attrs.get("job_state") == "S" and not force:
+            raise PbsError(PBSE_BADSTATE, obj=job_id)
+        self._rerun_launched(job_id, attrs)
 
     def _rerun_launched(self, job_id: str, attrs: dict[str, Any]) -> None:
-        """A qrerun's kill needs the job's processes: refused (15016) unless the job is R
-        or E and launched. One started and not launched yet (its pbsuser prologue running,
-        or a start whose write waits for room) has none, and neither has one whose pbsuser
-        end hooks run, as PBS's MoM refuses the server's signal then. The same for a job
-        and for each running subjob of an array's qrerun (`_rerun_array`)."""
-        if attrs.get("job_state") not in ("R", "E") or job_id not in self.launches:
+        """A qrerun's kill needs the job's processes: refused (15016) unless the job is R,
+        E or S (suspended: a forced qrerun's, `_rerun_allowed`) and launched. One started
+        and not launched yet (its pbsuser prologue running, or a start whose write waits
+        for room) has none, and neither has one whose pbsuser end hooks run, as PBS's MoM
+        refuses the server's signal then. The same for a job and for each running subjob
+        of an array's qrerun (`_rerun_array`)."""
+        if attrs.get("job_state") not in ("R", "E", "S") or job_id not in self.launches:
             raise PbsError(PBSE_BADSTATE, obj=job_id)
 
-    def _rerun_array(self, array_job: str) -> None:
+    def _rerun_array(self, array_job: str, force: bool = False) -> None:
         """qrerun of a begun array, as OpenPBS 23.06's (checked): every subjob runs again.
         Its finished subjobs are queued again at once, each with an R record of its last
         run (its own Exit_status, ended now) and its run_count kept, no hook firing for
         them; its running ones are killed and requeued as a job's qrerun does; the indices
         deleted before they began are queued again too, and those not begun stay queued.
-        The array stays begun (B), its comment as it was. All or nothing: the array, its
+        The array stays begun (B), its comment as it was. A running or suspended subjob
+        that is not rerunnable (its own Rerunable: a ``qalter -r n`` of the array after it
+        started leaves it rerunnable) refuses the qrerun with 15038, a suspended one with
+        15016 (the 15038 first), both naming the array, unless `force`: a forced qrerun
+        kills the suspended ones too (woken to take their SIGTERM) and requeues them, as
+        OpenPBS 23.06.06 did (measured; an array whose subjobs are all finished or queued
+        is requeued whatever its Rerunable). PBS requeued the finished subjobs (and killed
+        and requeued the running ones it could) before it answered 15038 or 15016;
+        pbsplug's qrerun changes nothing then. All or nothing: the array, its
         finished subjobs' requeue and its running ones' kills are written in one
         transaction, and only then are the R records written, the lines logged and the
         running ones signalled (`_kill`'s ``written``): one that cannot be written (a full
@@ -2842,7 +2863,10 @@ class Engine:
         qrerun of it alone takes it (`_rerun_launched`): one not launched (its pbsuser
         prologue or end hooks running) refuses the whole qrerun with 15016, nothing of it
         done. (Such a subjob was neither requeued nor refused: after the qrerun answered,
-        it ran on, and a subjob in its prologue then ran with its run_count as before.)"""
+        it ran on, and a subjob in its prologue then ran with its run_count as before.)
+        Suspended subjobs were passed over once: neither refused nor killed, they stayed
+        suspended while the rest was requeued; and a qrerun of an array whose running
+        subjobs were not rerunnable requeued them all."""
         now = int(self.clock())
         finished = []
         running = []
@@ -2850,9 +2874,18 @@ class Engine:
         for sub, attrs in rows.items():
             if attrs.get("job_state") in ("F", "X"):
                 finished.append((sub, attrs))
-            elif attrs.get("job_state") in ("R", "E"):
-                self._rerun_launched(sub, attrs)
-                running.append(sub)
+            elif attrs.get("job_state") in ("R", "E", "S"):
+                running.append((sub, attrs))
+        for check in (PBSE_NORERUN, PBSE_BADSTATE):  # (every 15038 before any 15016)
+            for sub, attrs in running:
+                try:
+                    self._rerun_allowed(sub, attrs, force)
+                except PbsError as err:
+                    if err.code != check:
+                        continue
+                    if err.code == PBSE_BADSTATE and attrs["job_state"] != "S":
+                        raise  # (one not launched: named, as before)
+                    raise PbsError(err.code, err.message, obj=array_job) from None
         array = self._job(array_job)
         spec = arrays.parse_submitted(array["array_indices_submitted"])
         made = {a.get("array_index") for a in rows.values()}
@@ -2872,15 +2905,17 @@ class Engine:
                 lifecycle.requeued(attrs, REQUEUED_WITH_ARRAY, now)
                 st.put_job(sub, attrs, keep_env=True)
                 st.set_runtime(sub, submitted)
-            for sub in running:  # (their kills, as `_kill` writes each)
+            for sub, _ in running:  # (their kills, as `_kill` writes each)
                 st.set_runtime(sub, _killed_runtime(self._with_limit_kill(
                     sub, st.runtime(sub) or {}), "requeue", self.clock()))
         for sub, attrs, runtime in reruns:
             self.accounting.rerun(sub, attrs, runtime, REQUEUED_WITH_ARRAY)
         for sub, _ in finished:
             self.log(LOG_JOB, "Job", sub, REQUEUED_WITH_ARRAY)
-        for sub in running:
+        for sub, attrs in running:
             self._kill(sub, "requeue", written=True)
+            if attrs["job_state"] == "S":  # (woken, to take its SIGTERM)
+                self.control.continue_killed(sub)
         self.want_cycle = True
 
     def req_run(self, caller: Caller, id: str, vnodes: str | None = None) -> None:

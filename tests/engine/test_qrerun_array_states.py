@@ -1,0 +1,163 @@
+"""qrerun of an array whose subjobs are not rerunnable or suspended, and of a suspended job,
+as OpenPBS 23.06.06 answered them (measured on it: exit statuses, messages, what was
+requeued); pbsplug's array qrerun stays all or nothing where PBS's requeued part of it."""
+
+from __future__ import annotations
+
+from pbsplug.engine import arrays
+
+from .conftest import until
+
+#: Index 1 ends at once (exit 3), the others run until killed.
+SCRIPT = '[ "$PBS_ARRAY_INDEX" = 1 ] && exit 3\nsleep 60\n'
+
+
+def _array_begun(engine, not_rerunnable: bool = False) -> tuple[str, list[str]]:
+    """An array of three (scheduling off, each subjob run with qrun, as measured): [1]
+    finished (X), [2] and [3] running; `not_rerunnable`: ``qalter -r n`` of it first (qsub
+    refuses ``-r n`` with ``-J``), which its subjobs then take."""
+    engine.pbs("qmgr", "-c", "set server scheduling = false", check=True)
+    job_id = engine.pbs("qsub", "-J", "1-3", input=SCRIPT, check=True).stdout.strip()
+    if not_rerunnable:
+        assert engine.pbs("qalter", "-r", "n", job_id).returncode == 0
+    subs = [arrays.subjob_id(job_id, i) for i in (1, 2, 3)]
+    engine.pbs("qrun", subs[0], check=True)
+    engine.wait(subs[0], "X")
+    for sub in subs[1:]:
+        engine.pbs("qrun", sub, check=True)
+        engine.wait(sub, "R")
+    return job_id, subs
+
+
+def _states(engine, subs: list[str]) -> list[tuple[str, int]]:
+    return [(engine.job(s)["job_state"], engine.job(s)["run_count"]) for s in subs]
+
+
+def test_qrerun_of_an_array_with_subjobs_not_rerunnable_is_15038_unless_forced(engine):
+    job_id, subs = _array_begun(engine, not_rerunnable=True)
+    assert engine.job(job_id)["Rerunable"] is False
+    assert engine.job(subs[2])["Rerunable"] is False
+    before = _states(engine, subs)
+    refused = engine.pbs("qrerun", job_id)
+    assert (refused.returncode, refused.stdout, refused.stderr) == (
+        190, "", f"qrerun: job is not rerunnable {job_id}\n")
+    assert _states(engine, subs) == before  # (PBS requeued [1] all the same)
+    one = engine.pbs("qrerun", subs[1])
+    assert (one.returncode, one.stderr) == (190, f"qrerun: job is not rerunnable {subs[1]}\n")
+    done = engine.pbs("qrerun", "-W", "force", job_id)
+    assert (done.returncode, done.stderr) == (0, "")
+    for sub in subs:
+        until(lambda s=sub: engine.job(s)["job_state"] == "Q", timeout=30,
+              what=f"{sub} requeued")
+    assert engine.job(job_id)["job_state"] == "B"
+    engine.pbs("qdel", "-W", "force", job_id, check=True)
+
+
+def test_a_subjob_started_before_qalter_r_n_is_requeued_by_the_arrays_qrerun(engine):
+    job_id, subs = _array_begun(engine)
+    assert engine.pbs("qalter", "-r", "n", job_id).returncode == 0
+    assert engine.job(subs[1])["Rerunable"] is True  # (PBS's too)
+    done = engine.pbs("qrerun", job_id)
+    assert (done.returncode, done.stderr) == (0, "")
+    for sub in subs:
+        until(lambda s=sub: engine.job(s)["job_state"] == "Q", timeout=30,
+              what=f"{sub} requeued")
+    engine.pbs("qdel", "-W", "force", job_id, check=True)
+
+
+def test_an_array_not_rerunnable_with_no_subjob_running_is_requeued(engine):
+    engine.pbs("qmgr", "-c", "set server scheduling = false", check=True)
+    job_id = engine.pbs("qsub", "-J", "1-3", input=SCRIPT, check=True).stdout.strip()
+    assert engine.pbs("qalter", "-r", "n", job_id).returncode == 0
+    first = arrays.subjob_id(job_id, 1)
+    engine.pbs("qrun", first, check=True)
+    engine.wait(first, "X")
+    done = engine.pbs("qrerun", job_id)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert engine.job(first)["job_state"] == "Q"
+    engine.pbs("qdel", job_id, check=True)
+
+
+def test_qrerun_of_an_array_with_a_suspended_subjob_is_15016_unless_forced(engine):
+    job_id, subs = _array_begun(engine)
+    assert engine.pbs("qsig", "-s", "suspend", subs[1]).returncode == 0
+    engine.wait(subs[1], "S")
+    before = _states(engine, subs)
+    refused = engine.pbs("qrerun", job_id)
+    assert (refused.returncode, refused.stdout, refused.stderr) == (
+        168, "", f"qrerun: Request invalid for state of job {job_id}\n")
+    # (PBS requeued [1] and killed and requeued [3]; the suspended one stayed S)
+    assert _states(engine, subs) == before
+    one = engine.pbs("qrerun", subs[1])
+    assert (one.returncode, one.stderr) == (
+        168, f"qrerun: Request invalid for state of job {subs[1]}\n")
+    done = engine.pbs("qrerun", "-W", "force", job_id)
+    assert (done.returncode, done.stderr) == (0, "")
+    for sub in subs:  # (the suspended one woken, killed and requeued too)
+        until(lambda s=sub: engine.job(s)["job_state"] == "Q", timeout=30,
+              what=f"{sub} requeued")
+    engine.pbs("qrun", subs[1], check=True)
+    attrs = engine.wait(subs[1], "R")
+    assert attrs["run_count"] == 2
+    engine.pbs("qdel", "-W", "force", job_id, check=True)
+
+
+def test_not_rerunnable_is_answered_before_suspended(engine):
+    job_id, subs = _array_begun(engine, not_rerunnable=True)
+    assert engine.pbs("qsig", "-s", "suspend", subs[1]).returncode == 0
+    engine.wait(subs[1], "S")
+    refused = engine.pbs("qrerun", job_id)
+    assert (refused.returncode, refused.stderr) == (
+        190, f"qrerun: job is not rerunnable {job_id}\n")
+    one = engine.pbs("qrerun", subs[1])
+    assert (one.returncode, one.stderr) == (190, f"qrerun: job is not rerunnable {subs[1]}\n")
+    engine.pbs("qdel", "-W", "force", job_id, check=True)
+
+
+def test_qrerun_of_a_suspended_job(engine):
+    jobs = [engine.pbs("qsub", *opt, "--", "/bin/sleep", "60", check=True).stdout.strip()
+            for opt in ((), ("-r", "n"))]
+    for job_id in jobs:
+        engine.wait(job_id, "R")
+        assert engine.pbs("qsig", "-s", "suspend", job_id).returncode == 0
+        engine.wait(job_id, "S")
+    rerunnable, not_rerunnable = jobs
+    refused = engine.pbs("qrerun", rerunnable)
+    assert (refused.returncode, refused.stderr) == (
+        168, f"qrerun: Request invalid for state of job {rerunnable}\n")
+    refused = engine.pbs("qrerun", not_rerunnable)
+    assert (refused.returncode, refused.stderr) == (
+        190, f"qrerun: job is not rerunnable {not_rerunnable}\n")
+    for job_id in jobs:
+        assert engine.job(job_id)["job_state"] == "S"
+        done = engine.pbs("qrerun", "-W", "force", job_id)
+        assert (done.returncode, done.stderr) == (0, "")
+        until(lambda j=job_id: engine.job(j)["run_count"] == 2, timeout=30,
+              what=f"{job_id} requeued and run again")
+        engine.pbs("qdel", "-W", "force", job_id, check=True)
+
+
+def test_qrerun_of_a_queued_job_not_rerunnable_is_15038(engine):
+    held = engine.pbs("qsub", "-h", "-r", "n", "--", "/bin/true", check=True).stdout.strip()
+    refused = engine.pbs("qrerun", held)
+    assert (refused.returncode, refused.stderr) == (
+        190, f"qrerun: job is not rerunnable {held}\n")
+    forced = engine.pbs("qrerun", "-W", "force", held)
+    assert (forced.returncode, forced.stderr) == (
+        168, f"qrerun: Request invalid for state of job {held}\n")
+
+
+def test_qrerun_of_a_queued_subjob_is_15016_whatever_its_rerunable(engine):
+    engine.pbs("qmgr", "-c", "set server scheduling = false", check=True)
+    job_id = engine.pbs("qsub", "-J", "1-3", input=SCRIPT, check=True).stdout.strip()
+    assert engine.pbs("qalter", "-r", "n", job_id).returncode == 0
+    second, third = (arrays.subjob_id(job_id, i) for i in (2, 3))
+    engine.pbs("qrun", second, check=True)
+    engine.wait(second, "R")
+    assert engine.job(job_id)["job_state"] == "B"
+    for opts in ((), ("-W", "force")):
+        refused = engine.pbs("qrerun", *opts, third)
+        assert (refused.returncode, refused.stderr) == (
+            168, f"qrerun: Request invalid for state of job {third}\n")
+    engine.pbs("qdel", "-W", "force", job_id, check=True)
+
