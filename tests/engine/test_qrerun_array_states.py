@@ -161,3 +161,21 @@ def test_qrerun_of_a_queued_subjob_is_15016_whatever_its_rerunable(engine):
             168, f"qrerun: Request invalid for state of job {third}\n")
     engine.pbs("qdel", "-W", "force", job_id, check=True)
 
+
+def test_an_array_is_begun_as_its_first_subjob_runs(engine):
+    """As OpenPBS 23.06.06 showed it right after ``qrun 12[1]`` (measured): ``qstat -t``
+    and ``qstat -f 12[]`` both B, substate 70, its comment ``Job Array Began at``."""
+    engine.pbs("qmgr", "-c", "set server scheduling = false", check=True)
+    job_id = engine.pbs("qsub", "-J", "1-3", input=SCRIPT, check=True).stdout.strip()
+    assert engine.job(job_id)["job_state"] == "Q"
+    second = arrays.subjob_id(job_id, 2)
+    engine.pbs("qrun", second, check=True)
+    shown = engine.pbs("qstat", "-t", job_id, check=True).stdout.splitlines()[2:]
+    assert [(line.split()[0], line.split()[4]) for line in shown] == [
+        (job_id, "B"), (arrays.subjob_id(job_id, 1), "Q"), (second, "R"),
+        (arrays.subjob_id(job_id, 3), "Q")]
+    attrs = engine.job(job_id)
+    assert (attrs["job_state"], attrs["substate"]) == ("B", 70)
+    assert attrs["comment"].startswith("Job Array Began at ")
+    assert attrs["array_state_count"] == "Queued:2 Running:1 Exiting:0 Expired:0"
+    engine.pbs("qdel", "-W", "force", job_id, check=True)
