@@ -475,3 +475,54 @@ def test_qdel_x_of_a_running_array_purges_as_openpbs(pbs: RealPbs, local: LocalE
         forget_both(pbs, local)
         both.qmgr("unset queue workq kill_delay", check=False)
     assert_agree(both.differences, both.total)
+
+
+#: qrerun of a begun array (-J 1-2, scheduling off, its subjobs run with qrun: [1] exits 3,
+#: [2] runs) whose [2] is not rerunnable (the array ``qalter -r n`` before it ran), or is
+#: suspended; then of the not rerunnable one, suspended too. Exit statuses and messages only:
+#: PBS requeued [1] before refusing, pbsplug's refusal changes nothing (docs/engine.md).
+QRERUN_ROWS = ["qrerun {num}[]", "qrerun {num}[2]", "qrerun {num}[1]"]
+
+
+def test_qrerun_of_an_array_not_rerunnable_or_suspended_answers_as_openpbs(
+        pbs: RealPbs, local: LocalEngine):
+    hosts = {"pbs": _pbs_host(pbs), "engine": socket.gethostname().split(".")[0]}
+    sides = {"pbs": (lambda line: _real(pbs, line, "", "")),
+             "engine": (lambda line: _engine(local, line, "", None))}
+    waits = {"pbs": pbs.wait, "engine": local.wait}
+    differences: list[str] = []
+    total = 0
+    try:
+        for run in sides.values():
+            assert run("qmgr -c 'set server scheduling = false'")[0] == 0
+        for case in ("not rerunnable", "suspended", "both"):
+            num = {}
+            for side, run in sides.items():
+                code, out, err = run("qsub -J 1-2 -- /bin/sh -c "
+                                     "'[ $PBS_ARRAY_INDEX = 1 ] && exit 3; sleep 600'")
+                assert code == 0, err
+                num[side] = out.strip().split("[")[0]
+                server = out.strip().split(".", 1)[1]
+                if case != "suspended":
+                    assert run(f"qalter -r n {num[side]}[]")[0] == 0
+                assert run(f"qrun {num[side]}[1]")[0] == 0
+                waits[side](f"{num[side]}[1].{server}", "X")
+                assert run(f"qrun {num[side]}[2]")[0] == 0
+                waits[side](f"{num[side]}[2].{server}", "R")
+                if case != "not rerunnable":
+                    assert run(f"qsig -s suspend {num[side]}[2]")[0] == 0
+                    waits[side](f"{num[side]}[2].{server}", "S")
+            for line in QRERUN_ROWS:
+                total += 1
+                got = {side: (lambda r: (r[0], _ids(r[1], num[side], hosts[side]),
+                                         _ids(r[2], num[side], hosts[side])))(
+                    run(line.format(num=num[side]))) for side, run in sides.items()}
+                if got["pbs"] != got["engine"]:
+                    differences.append(f"{case}: {line!r}\n  pbs:    {got['pbs']!r}\n"
+                                       f"  engine: {got['engine']!r}")
+            forget_both(pbs, local)
+    finally:
+        for run in sides.values():
+            run("qmgr -c 'set server scheduling = true'")
+        forget_both(pbs, local)
+    assert_agree(differences, total)
