@@ -2795,7 +2795,8 @@ class Engine:
         (``qrerun -W force``) requeues it all the same; then one not running (queued, held)
         15016, forced or not, and so is a suspended one unless forced: a forced qrerun
         kills a suspended job (woken to take its SIGTERM) and requeues it. A subjob that is
-        not running or suspended is 15016 before its Rerunable is looked at."""
+        not running or suspended (E too: its end hooks running) is 15016 before its
+        Rerunable is looked at (`_rerun_subjob_allowed`)."""
         if not caller.privileged:
             raise PbsError(PBSE_PERM)
         for job_id in ids:
@@ -2806,17 +2807,25 @@ class Engine:
                     raise PbsError(PBSE_BADSTATE, obj=job_id)
                 self._rerun_array(job_id, force)
                 continue
-            if attrs.get("array_id") is not None and \
-                    attrs["job_state"] not in ("R", "E", "S"):
-                # (a subjob queued, begun before or not, or finished: 15016, forced or not,
-                # whatever its Rerunable, measured on OpenPBS 23.06.06)
-                raise PbsError(PBSE_BADSTATE, obj=job_id)
-            if attrs["job_state"] in ("F", "X"):
+            if attrs.get("array_id") is not None:
+                self._rerun_subjob_allowed(job_id, attrs, force)
+            elif attrs["job_state"] in ("F", "X"):
                 raise PbsError(PBSE_HISTJOBID, obj=job_id)
-            self._rerun_allowed(job_id, attrs, force)
+            else:
+                self._rerun_allowed(job_id, attrs, force)
             self._kill(job_id, "requeue")
             if attrs["job_state"] == "S":  # (woken, to take its SIGTERM)
                 self.control.continue_killed(job_id)
+
+    def _rerun_subjob_allowed(self, job_id: str, attrs: dict[str, Any], force: bool) -> None:
+        """`_rerun_allowed` for a subjob, its state looked at first: one that is not running
+        or suspended (queued, begun before or not, finished, or E, its end hooks running)
+        is 15016, forced or not, whatever its Rerunable, as OpenPBS 23.06.06 answered a
+        queued one (measured). The same for a subjob alone and in its array's qrerun
+        (`_rerun_array`)."""
+        if attrs.get("job_state") not in ("R", "S"):
+            raise PbsError(PBSE_BADSTATE, obj=job_id)
+        self._rerun_allowed(job_id, attrs, force)
 
     def _rerun_allowed(self, job_id: str, attrs: dict[str, Any], force: bool) -> None:
         """Whether a qrerun may kill the job and requeue it, as OpenPBS 23.06.06 answers
@@ -2860,10 +2869,14 @@ class Engine:
         job's qrerun refused. (The finished ones were requeued in a write of their own
         before each kill was written: a kill refused left a qrerun half done, and R
         records written for a write that could fail.) A running subjob is taken as a
-        qrerun of it alone takes it (`_rerun_launched`): one not launched (its pbsuser
-        prologue or end hooks running) refuses the whole qrerun with 15016, nothing of it
-        done. (Such a subjob was neither requeued nor refused: after the qrerun answered,
-        it ran on, and a subjob in its prologue then ran with its run_count as before.)
+        qrerun of it alone takes it (`_rerun_subjob_allowed`): one not launched (its
+        pbsuser prologue running) refuses the whole qrerun with 15016, nothing of it done,
+        and so does one in E (its pbsuser end hooks running), whatever its Rerunable: it is
+        not running, so gives no 15038, and a 15038 of the array is answered first (PBS's
+        array qrerun passes over a subjob not running or suspended, not measured for one
+        in E; pbsplug's stays all or nothing). (Such a subjob was neither requeued nor
+        refused: after the qrerun answered, it ran on, and a subjob in its prologue then
+        ran with its run_count as before; one in E not rerunnable was the array's 15038.)
         Suspended subjobs were passed over once: neither refused nor killed, they stayed
         suspended while the rest was requeued; and a qrerun of an array whose running
         subjobs were not rerunnable requeued them all."""
@@ -2879,7 +2892,7 @@ class Engine:
         for check in (PBSE_NORERUN, PBSE_BADSTATE):  # (every 15038 before any 15016)
             for sub, attrs in running:
                 try:
-                    self._rerun_allowed(sub, attrs, force)
+                    self._rerun_subjob_allowed(sub, attrs, force)
                 except PbsError as err:
                     if err.code != check:
                         continue

@@ -4,9 +4,15 @@ requeued); pbsplug's array qrerun stays all or nothing where PBS's requeued part
 
 from __future__ import annotations
 
+import pytest
+
 from pbsplug.engine import arrays
+from pbsplug.engine.client import Client
+from pbsplug.engine.errors import PbsError
 
 from .conftest import until
+from .owner_hooks import started
+from .test_owner_epilogue import waiting_end
 
 #: Index 1 ends at once (exit 3), the others run until killed.
 SCRIPT = '[ "$PBS_ARRAY_INDEX" = 1 ] && exit 3\nsleep 60\n'
@@ -179,3 +185,51 @@ def test_an_array_is_begun_as_its_first_subjob_runs(engine):
     assert attrs["comment"].startswith("Job Array Began at ")
     assert attrs["array_state_count"] == "Queued:2 Running:1 Exiting:0 Expired:0"
     engine.pbs("qdel", "-W", "force", job_id, check=True)
+
+
+def test_a_subjob_in_its_end_hooks_is_15016_whatever_its_rerunable(dists, make_engine,
+                                                                   engine_root):
+    # A subjob in E (its pbsuser epilogue held) is not running: its qrerun is 15016, forced
+    # or not, its Rerunable (False) not looked at; it answered 15038. The array's qrerun
+    # gives no 15038 for it either (it answered 15038 naming the array): a running subjob
+    # not rerunnable is the array's 15038 first, then the one in E refuses the qrerun with
+    # 15016 naming it (pbsplug's all or nothing, as for one in its prologue), forced too.
+    # (Its third subjob stays queued: the array is not finished when the first two are.)
+    engine = make_engine(waiting_end(dists, engine_root))
+    engine.pbs("qmgr", "-c", "set server scheduling = false", check=True)
+    job_id = engine.pbs("qsub", "-J", "1-3", input=SCRIPT, check=True).stdout.strip()
+    assert engine.pbs("qalter", "-r", "n", job_id).returncode == 0
+    exiting, running, queued = (arrays.subjob_id(job_id, i) for i in (1, 2, 3))
+    engine.pbs("qrun", exiting, check=True)  # (exits 3: its epilogue holds it in E)
+    started(engine_root, "the first subjob's epilogue to start")
+    engine.pbs("qrun", running, check=True)
+    engine.wait(running, "R")
+    attrs = engine.job(exiting)
+    assert (attrs["job_state"], attrs["substate"], attrs["Rerunable"]) == ("E", 57, False)
+    assert engine.job(running)["Rerunable"] is False
+    for opts in ((), ("-W", "force")):
+        refused = engine.pbs("qrerun", *opts, exiting)
+        assert (refused.returncode, refused.stderr) == (
+            168, f"qrerun: Request invalid for state of job {exiting}\n")
+    refused = engine.pbs("qrerun", job_id)
+    assert (refused.returncode, refused.stderr) == (
+        190, f"qrerun: job is not rerunnable {job_id}\n")
+    refused = engine.pbs("qrerun", "-W", "force", job_id)
+    assert (refused.returncode, refused.stderr) == (
+        168, f"qrerun: Request invalid for state of job {job_id}\n")
+    assert engine.job(running)["job_state"] == "R"
+    engine.pbs("qdel", "-W", "force", running, check=True)
+    engine.wait(running, "FX")
+    refused = engine.pbs("qrerun", job_id)
+    assert (refused.returncode, refused.stderr) == (
+        168, f"qrerun: Request invalid for state of job {job_id}\n")
+    with pytest.raises(PbsError) as named:  # (the request's error names the subjob)
+        Client(engine.home, timeout=20)("rerun", ids=[job_id])
+    assert (named.value.code, named.value.obj) == (15016, exiting)
+    assert engine.job(running)["job_state"] in ("F", "X")
+    (engine_root / "go").touch()
+    engine.wait(exiting, "FX")
+    done = engine.pbs("qrerun", job_id)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert _states(engine, [exiting, running, queued]) == [("Q", 1), ("Q", 1), ("Q", 0)]
+    engine.pbs("qdel", job_id, check=True)
