@@ -26,12 +26,12 @@ walltime limit signal. The job's processes are the shepherd's descendants: the s
 their child subreaper (`become_subreaper`), so a process that makes a session of its own
 (``setsid``, a daemon's double fork) stays in its tree when its parent ends, and
 `job_processes` finds it there (and in the shepherd's session, as before). Those are what
-the shepherd samples (`sample`) and kills at the job's end (`_kill_job`), what suspend and
-resume reach (`signal_session`), and, with what the shepherd recorded (the job's process
-as it started it, the job's processes at its last sample), what is killed of a job whose
-shepherd is gone (`kill_session`). A kill or a stop goes in rounds
-until a round finds no process it has not signalled (`_signal_rounds`): a process forked
-meanwhile is caught in the next.
+the shepherd samples (`sample`) and kills at the job's end (`_kill_job`), what a kill's
+SIGTERM, suspend and resume reach (`signal_whole`: each process once), and, with what the
+shepherd recorded (the job's process as it started it, the job's processes at its last
+sample), what is killed of a job whose shepherd is gone (`kill_session`). A kill or a
+stop goes in rounds until a round finds no process it has not signalled
+(`_signal_rounds`): a process forked meanwhile is caught in the next.
 
 Everything done on the job's behalf on the file system is done as its owner: the job's child
 drops to the owner's uid, gid and groups *before* it opens the output and error files,
@@ -240,6 +240,7 @@ class Proc(NamedTuple):
     vsize: int     # bytes
     rss: int       # pages
     threads: int = 1  # its threads not reaped, its main thread among them
+    group: int = 0    # its process group
 
     @property
     def gone(self) -> bool:
@@ -269,7 +270,7 @@ def _proc(pid: int | str) -> Proc | None:
     try:
         return Proc(fields[0], int(fields[1]), int(fields[3]), float(fields[19]),
                     sum(int(v) for v in fields[11:15]), int(fields[20]), int(fields[21]),
-                    int(fields[17]))
+                    int(fields[17]), int(fields[2]))
     except (IndexError, ValueError):
         return None
 
@@ -1733,20 +1734,44 @@ def _last_seen(launch: Launch) -> float:
     return max(launch.started, (max(stamps) - booted) * _TICKS)
 
 
-def signal_session(launch: Launch, sig: int) -> int:
-    """Send `sig` to every process of the job but its shepherd (`signal_tree`): qsig -s
-    suspend and resume, and their replay for an adopted job (`jobcontrol`), reach a
-    process that moved to another group of the session, or made a session of its own.
-    Nothing while the shepherd is gone or its pid another's. Returns how many."""
+def signal_session(launch: Launch, sig: int,
+                   skip: Callable[[int, Proc], bool] | None = None) -> int:
+    """Send `sig` to every process of the job but its shepherd and those `skip` names
+    (`signal_tree`): a kill's SIGTERM, qsig -s suspend and resume, and their replay for
+    an adopted job (`jobcontrol`), reach a process that moved to another group of the
+    session, or made a session of its own (`signal_whole`). Nothing while the shepherd
+    is gone or its pid another's. Returns how many."""
     if not launch.boot or launch.boot != boot_id() or \
             process_start(launch.shepherd) != launch.started:
         return 0  # (the shepherd gone, or its pid another's: see kill_session)
-    return signal_tree(launch, sig, lives=True)
+    return signal_tree(launch, sig, lives=True, skip=skip)
+
+
+def signal_whole(launch: Launch, sig: int, wait: float = 0.0) -> bool:
+    """Send `sig` to the job's group and its top process (`signal_launch`, `wait` as
+    there), then to every other process of the job (`signal_session`): each once. A
+    process found in the job's group after the group was sent `sig` is not sent it again
+    (a program that takes a second SIGTERM for "abort now" had its clean shutdown cut
+    short by the session's, one qdel's two), nor the top process after it was sent it
+    apart. The group's number is the job's while its top process is unreaped, which the
+    send checked (`signal_launch`): no other group has it. A process that joined the group
+    after the send, or was forked in it since (a trap's cleanup), is not sent it; one
+    that left it after the send gets it twice. Whether the group or the top process was
+    sent `sig` (`signal_launch`'s answer)."""
+    group, top = _signal_launch(launch, sig, wait)
+    pgid = launch.pgid if group or top else 0
+
+    def skip(pid: int, proc: Proc) -> bool:
+        return (group and proc.group == pgid) or (top and pid == pgid)
+
+    signal_session(launch, sig, skip if pgid > 0 else None)
+    return group or top
 
 
 def signal_tree(launch: Launch, sig: int, *, lives: bool, sessions: bool = True,
                 sessions_until: float | None = None,
-                job: tuple[int, float, float] | None = None) -> int:
+                job: tuple[int, float, float] | None = None,
+                skip: Callable[[int, Proc], bool] | None = None) -> int:
     """Send `sig` to the job's processes, as its shepherd finds them (`job_processes`):
     its descendants while it lives, the members of its session (with `sessions`; with
     `sessions_until`, those started no later than that), and
@@ -1755,7 +1780,8 @@ def signal_tree(launch: Launch, sig: int, *, lives: bool, sessions: bool = True,
     it lives, in this read of /proc, else those started no later than `job[2]`). A
     SIGSTOP or SIGKILL is sent in rounds (`_signal_rounds`), so that a process forked
     while the others are signalled gets it too. `lives`: whether the shepherd is alive
-    (the same process), as the caller has just read it. Returns how many were sent it."""
+    (the same process), as the caller has just read it. `skip(pid, proc)`: a process
+    found that is not to be sent it (`signal_whole`). Returns how many were sent it."""
     roots = {launch.shepherd: launch.started}
     fast: Callable[[], dict[int, Proc]] | None = None
     if not lives:
@@ -1764,8 +1790,12 @@ def signal_tree(launch: Launch, sig: int, *, lives: bool, sessions: bool = True,
             roots[job[0]] = job[1]
     else:
         def fast() -> dict[int, Proc]:
-            return _tree_walk(launch.shepherd, launch.started) or {}
+            return _skipped(_tree_walk(launch.shepherd, launch.started) or {})
     exclude = launch.shepherd
+
+    def _skipped(found: dict[int, Proc]) -> dict[int, Proc]:
+        return found if skip is None else \
+            {pid: p for pid, p in found.items() if not skip(pid, p)}
 
     def find() -> dict[int, Proc]:
         table = processes()
@@ -1777,7 +1807,7 @@ def signal_tree(launch: Launch, sig: int, *, lives: bool, sessions: bool = True,
                                        None if leads else job[2]))
         found.update((pid, table[pid]) for pid, start in roots.items()
                      if pid != exclude and pid in table and table[pid].start == start)
-        return found
+        return _skipped(found)
 
     return _signal_rounds(find, sig, KILL_SECONDS_SERVER, fast)
 
@@ -1981,7 +2011,7 @@ def signal_launch(launch: Launch, sig: int, wait: float = 0.0) -> bool:
     between a job's end and the poll that notices it). The group is signalled through
     that pidfd (`PIDFD_SIGNAL_PROCESS_GROUP`), else by its number (killpg) just after the
     check. The top process is signalled apart only when it is no longer in the group.
-    (Suspend and resume reach every process of the job as well: `signal_session`.)
+    (`signal_whole` sends it to every other process of the job as well, once.)
 
     A job whose group its shepherd has not recorded yet (it waits for room on a full disk
     before it starts the job, or has just forked it) gets no signal but SIGKILL, as PBS's
@@ -1990,31 +2020,40 @@ def signal_launch(launch: Launch, sig: int, wait: float = 0.0) -> bool:
     launch's boot): the job never starts, and the process of a job it had just forked
     ends unstarted (it waits for the shepherd's word that the job is recorded).
     Whether either was sent."""
+    group, top = _signal_launch(launch, sig, wait)
+    return group or top
+
+
+def _signal_launch(launch: Launch, sig: int, wait: float) -> tuple[bool, bool]:
+    """`signal_launch`'s sends: whether the job's group was sent `sig`, and whether its
+    top process was (in the group, or apart); for a job whose group is not recorded yet,
+    the second says whether its shepherd was sent a SIGKILL (`signal_whole` then skips
+    nothing: there is no group)."""
     pgid = launch.resolve(wait=wait)
     if pgid <= 0:  # (a pgid of 0 would mean the caller's own group)
-        return sig == signal.SIGKILL and bool(launch.boot) and launch.boot == boot_id() \
-            and signal_if_same(launch.shepherd, launch.started, sig)
+        return False, sig == signal.SIGKILL and bool(launch.boot) and \
+            launch.boot == boot_id() and signal_if_same(launch.shepherd, launch.started, sig)
     if not launch.alive():
-        return False
+        return False, False
     try:
         pidfd: int | None = os.pidfd_open(pgid)
     except ProcessLookupError:
-        return False  # reaped: its number is no longer the job's
+        return False, False  # reaped: its number is no longer the job's
     except (AttributeError, OSError):  # no pidfd here: the check, then the number
         pidfd = None
     try:
         stat = proc_stat(pgid)
         fields = stat.rsplit(")", 1)[1].split() if stat is not None else []
         if len(fields) < 3 or fields[1] != str(launch.shepherd):
-            return False  # not the shepherd's child: another process has the number now
+            return False, False  # not the shepherd's child: the number is another's now
         sent = _signal_group(pidfd, pgid, sig)
         if pidfd is None or _ended(fields) or (sent and fields[2] == str(pgid)):
-            return sent  # (in the group: it has it, once)
+            return sent, sent and fields[2] == str(pgid)  # (in the group: it has it, once)
         try:
             signal.pidfd_send_signal(pidfd, sig)
         except OSError:
-            return sent
-        return True
+            return sent, False
+        return sent, True
     finally:
         if pidfd is not None:
             os.close(pidfd)

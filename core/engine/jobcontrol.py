@@ -330,8 +330,7 @@ class JobControl:
         with eng.store.transaction() as st:
             st.put_job(job_id, attrs)
             st.merge_runtime(job_id, suspended_at=now)
-        executor.signal_launch(launch, signal.SIGSTOP, wait=2.0)  # (a job just started)
-        executor.signal_session(launch, signal.SIGSTOP)  # (the whole tree: a session it made too)
+        executor.signal_whole(launch, signal.SIGSTOP, wait=2.0)  # (a job just started)
         eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGSTOP)
         self._suspended_at[job_id] = (launch.shepherd, now)
         eng.log(LOG_JOB, "Job", job_id, f"Job suspended at request of {caller.user}@"
@@ -373,8 +372,7 @@ class JobControl:
                 attrs.pop("comment", None)
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, runtime)
-        executor.signal_launch(launch, signal.SIGCONT, wait=2.0)  # (a job just started)
-        executor.signal_session(launch, signal.SIGCONT)  # (the whole tree: a session it made too)
+        executor.signal_whole(launch, signal.SIGCONT, wait=2.0)  # (a job just started)
         eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGCONT)
         who = f"{caller.user}@{eng.host}" if caller is not None else f"Scheduler@{eng.host}"
         eng.log(LOG_JOB, "Job", job_id, f"Job resumed at request of {who}")
@@ -442,16 +440,14 @@ class JobControl:
             state = (attrs or {}).get("job_state")
             if state == "S" or (state == "R" and "suspended_for" in runtime):
                 number = signal.SIGSTOP if state == "S" else signal.SIGCONT
-                executor.signal_launch(launch, number)
-                executor.signal_session(launch, number)
+                executor.signal_whole(launch, number)
                 eng._signal_attached(runtime, number)
 
     def continue_killed(self, job_id: str) -> None:
         """A suspended job being killed (qdel) is woken, so that it takes its SIGTERM."""
         launch = self.engine.launches.get(job_id)
         if launch is not None:
-            executor.signal_launch(launch, signal.SIGCONT)
-            executor.signal_session(launch, signal.SIGCONT)
+            executor.signal_whole(launch, signal.SIGCONT)
             self.engine._signal_attached(self.engine.store.runtime(job_id) or {},
                                          signal.SIGCONT)
 

@@ -4321,12 +4321,11 @@ class Engine:
     def _terminate(self, job_id: str, launch: executor.Launch,
                    runtime: dict[str, Any]) -> None:
         """A killed job's SIGTERM (`_kill`, `_resume_kills`)."""
-        if not executor.signal_launch(launch, signal.SIGTERM, wait=2.0) and not launch.pgid:
+        # Every process of the job gets its SIGTERM, once, as PBS's MoM sends it to the
+        # job's session: one that made a group or a session of its own may end cleanly
+        # too, before the SIGKILL after kill_delay (`executor.signal_whole`).
+        if not executor.signal_whole(launch, signal.SIGTERM, wait=2.0) and not launch.pgid:
             self.terms_due.add(job_id)  # (no record yet: sent once there is one)
-        # Every process of the job gets its SIGTERM, as PBS's MoM sends it to the job's
-        # session: one that made a group or a session of its own may end cleanly too,
-        # before the SIGKILL after kill_delay.
-        executor.signal_session(launch, signal.SIGTERM)
         self._signal_attached(runtime, signal.SIGTERM)
 
     def _signal_attached(self, runtime: dict[str, Any], sig: int) -> None:
@@ -4429,8 +4428,7 @@ class Engine:
                 self.terms_due.discard(job_id)
             elif launch.resolve():
                 self.terms_due.discard(job_id)
-                executor.signal_launch(launch, signal.SIGTERM)
-                executor.signal_session(launch, signal.SIGTERM)
+                executor.signal_whole(launch, signal.SIGTERM)
         for job_id, deadline in list(self.kills.items()):
             if job_id not in self.launches:
                 del self.kills[job_id]

@@ -10,6 +10,7 @@ would not do."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -368,11 +369,88 @@ def test_each_qdel_of_a_job_being_killed_signals_it_again(engine):
         if engine.pbs("qsig", "-s", "KILL", job_id).returncode == 0:
             engine.wait(job_id, "F")
         os.close(reader)
-    # (one SIGTERM or more a round: the job's shell may get it twice, through its process
-    # group and by its pid, and run its trap for each)
-    assert all(re.fullmatch(rb"t+u", r) for r in rounds), rounds
+    # (one SIGTERM a round: its group's alone, not its session's again: `signal_whole`)
+    assert all(re.fullmatch(rb"tu", r) for r in rounds), rounds
     assert [kind for kind, _ in of(records(engine.home), job_id) if kind in "DE"] == [
         "D", "D", "E"]
+
+
+#: A job's program (argv: a path prefix) that counts the signals it is sent: its top
+#: process, and a child in a process group of its own (in the job's session), each
+#: append the number of each SIGTERM and SIGURG it takes to ``<prefix>.<top|child>``, one
+#: a line, as they come (`signal.set_wakeup_fd`: a byte a delivery, never merged as a
+#: flag is), and write its pid to ``<prefix>.<top|child>.ready`` once it counts.
+COUNTER = """
+import os, signal, sys, time
+prefix = sys.argv[1]
+child = os.fork()
+name = "child" if child == 0 else "top"
+if child == 0:
+    os.setpgid(0, 0)
+r, w = os.pipe()
+os.set_blocking(w, False)
+signal.set_wakeup_fd(w)
+for number in (signal.SIGTERM, signal.SIGURG):
+    signal.signal(number, lambda *_: None)
+with open(f"{prefix}.{name}", "w") as out:
+    with open(f"{prefix}.{name}.part", "w") as ready:
+        ready.write(str(os.getpid()))
+    os.rename(f"{prefix}.{name}.part", f"{prefix}.{name}.ready")
+    while True:
+        for number in os.read(r, 16):
+            out.write(f"{number}\\n")
+            out.flush()
+"""
+
+
+def test_a_qdel_sends_each_process_of_the_job_one_sigterm(engine_here, tmp_path,
+                                                          monkeypatch):
+    """A qdel's SIGTERM went to the job's process group, then to every process of its
+    session: each process in the group got it twice, and a program that takes a second
+    SIGTERM for "abort now" had its clean shutdown cut short. Each gets it once now
+    (`executor.signal_whole`): the job's top process (in the group) and its child in a
+    group of its own (reached through the session alone). The session's send waits here
+    until the top process has taken the group's SIGTERM (two sent a few microseconds
+    apart were often merged into one by the kernel: the old code's second then went
+    unseen). The SIGURG the test sends each process once the qdel is answered is sent
+    after every SIGTERM that qdel sent: each one's count is whole once its SIGURG is in."""
+    eng = engine_here()
+    prefix = tmp_path / "count"
+    script = f"exec /usr/bin/python3 -c {shlex.quote(COUNTER)} {shlex.quote(str(prefix))}\n"
+    job_id = eng.req_submit(ROOT, {}, script)
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
+    ready = {name: tmp_path / f"count.{name}.ready" for name in ("top", "child")}
+    for name, path in ready.items():
+        poll_until(eng, path.exists, f"the job's {name} to count")
+    term, urg = str(int(signal.SIGTERM)), str(int(signal.SIGURG))
+
+    def got(name: str) -> list[str]:
+        return (tmp_path / f"count.{name}").read_text().split()
+
+    real = executor.signal_tree
+
+    def paced(launch, sig, **kwargs):
+        if sig == signal.SIGTERM:
+            until(lambda: term in got("top"), timeout=60, what="the group's SIGTERM taken")
+        return real(launch, sig, **kwargs)
+
+    monkeypatch.setattr(executor, "signal_tree", paced)
+    try:
+        assert eng.req_delete(ROOT, [job_id]) == [{"id": job_id}]
+        for name, path in ready.items():
+            os.kill(int(path.read_text()), signal.SIGURG)
+            until(lambda name=name: urg in got(name), timeout=60,
+                  what=f"the job's {name} SIGURG")
+        # (in either order: a handler's byte may follow the one of a signal that came
+        # while it ran)
+        assert {name: sorted(got(name)) for name in ready} == {"top": [term, urg],
+                                                                "child": [term, urg]}
+    finally:
+        monkeypatch.undo()
+        for path in ready.values():
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(path.read_text()), signal.SIGKILL)
+        poll_until(eng, lambda: job_id not in eng.launches, "the job's end")
 
 
 @pytest.mark.parametrize("first", ["qdel", "qrerun"])
@@ -495,8 +573,7 @@ def test_a_kill_written_but_never_signalled_is_signalled_at_the_restart(
     eng = engine_here(clock=lambda: now[0])
     job_id = _deaf_job(eng, tmp_path, deaf=False)
     with monkeypatch.context() as patched:
-        patched.setattr(executor, "signal_launch", lambda *_, **__: True)
-        patched.setattr(executor, "signal_session", lambda *_, **__: 0)
+        patched.setattr(executor, "signal_whole", lambda *_, **__: True)
         assert eng.req_delete(ROOT, [job_id]) == [{"id": job_id}]
     again = engine_here(clock=lambda: now[0])
     poll_until(again, lambda: job_id not in again.launches, "the job's end")
@@ -527,3 +604,4 @@ def test_a_job_deleted_before_a_server_stop_is_killed_after_the_restart(engine, 
     assert attrs["Exit_status"] == KILLED, attrs
     assert attrs["comment"].startswith("Job deleted at request of "), attrs["comment"]
     assert [k for k, _ in of(records(engine.home), held.id) if k in "DE"] == ["D", "E"]
+
