@@ -773,7 +773,9 @@ class Engine:
         is sent its SIGTERM again, as the server may have been killed between the kill's
         write and its signal (`_kill` writes first), and a suspended one woken to take it;
         its SIGKILL goes when due (`_kill_due`: at the first poll when the kill_delay ran
-        out while the server was down)."""
+        out while the server was down). Run before the server serves, each costs a read
+        of /proc: a launch read back waits for no record of its group (`Launch.resolve`),
+        its SIGTERM then sent once there is one (`terms_due`)."""
         for job_id, launch in [(j, self.launches.get(j)) for j in self.kills]:
             if launch is None:  # (dropped by `_kill_overdue`)
                 continue

@@ -605,3 +605,40 @@ def test_a_job_deleted_before_a_server_stop_is_killed_after_the_restart(engine, 
     assert attrs["comment"].startswith("Job deleted at request of "), attrs["comment"]
     assert [k for k, _ in of(records(engine.home), held.id) if k in "DE"] == ["D", "E"]
 
+
+def test_a_resumed_kill_waits_for_no_group_not_recorded(engine_here, tmp_path, monkeypatch):
+    """A kill resumed at a restart (`Engine._resume_kills`, in the engine's set-up, before
+    the server serves) of a job whose group its launch does not name: a launch read back
+    from the store waits for no record (`Launch.resolve`: its ``sent_at`` is 0), so it
+    holds the start one read of the record, not the 2 s a job just started may wait; its
+    SIGTERM is sent once the record is read (`terms_due`), its SIGKILL when due. Shown by
+    the reads of the record each resolve makes (one), not by a clock."""
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    job_id = _deaf_job(eng, tmp_path)
+    assert eng.req_delete(ROOT, [job_id]) == [{"id": job_id}]
+    with eng.store.transaction() as st:  # (as if the shepherd had not recorded it yet)
+        runtime = st.runtime(job_id)
+        runtime["launch"]["pgid"] = 0
+        st.set_runtime(job_id, runtime)
+    reads: list[int] = []
+    real_resolve = executor.Launch.resolve
+
+    def resolve(launch, wait=0.0):
+        reads.append(0)
+        return real_resolve(launch, wait)
+
+    def recorded(*_):
+        reads[-1] += 1
+        return None
+
+    with monkeypatch.context() as patched:
+        patched.setattr(executor.Launch, "resolve", resolve)
+        patched.setattr(executor.Launch, "recorded", classmethod(recorded))
+        again = engine_here(clock=lambda: now[0])
+    assert reads and set(reads) == {1}, reads
+    assert job_id in again.terms_due and job_id in again.kills
+    poll_until(again, lambda: job_id not in again.terms_due, "its SIGTERM, once recorded")
+    now[0] += 10
+    poll_until(again, lambda: job_id not in again.launches, "the job's end")
+    assert again.store.job(job_id)["Exit_status"] == KILLED
