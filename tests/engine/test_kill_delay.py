@@ -606,6 +606,45 @@ def test_a_job_deleted_before_a_server_stop_is_killed_after_the_restart(engine, 
     assert [k for k, _ in of(records(engine.home), held.id) if k in "DE"] == ["D", "E"]
 
 
+def test_a_suspended_job_deleted_before_a_server_kill_is_woken_and_killed_after_the_restart(
+        engine_here, tmp_path):
+    """A suspended job (qsig -s suspend) qdel'ed, the server killed before the SIGKILL (the
+    first engine, left as it is): the next start stops it again (its stored state is S:
+    `JobControl.signals_as_stored`), then resumes its kill (`Engine._resume_kills`): it is
+    woken (SIGCONT) and sent its SIGTERM again, which its trap takes (``t`` written to its
+    file, a second one), and its SIGKILL ends it once its kill_delay (10 s) is over, as
+    PBS's: F, Exit_status 265, the qdel's comment, its D and E records. A job left stopped
+    would have taken no SIGTERM: its trap runs only once woken. The server's clock is the
+    test's."""
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    terms = tmp_path / "terms"
+    ready = tmp_path / "ready"
+    job_id = eng.req_submit(ROOT, {}, f"trap 'printf t >> {shlex.quote(str(terms))}' TERM\n"
+                                      f"touch {shlex.quote(str(ready))}\n"
+                                      "while :; do sleep 1; done\n")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
+    pgid = eng.launches[job_id].resolve(wait=60)
+    assert pgid > 0
+    poll_until(eng, ready.exists, "the job to trap SIGTERM")
+    assert eng.req_signal(ROOT, [job_id], "suspend") == [{"id": job_id}]
+    assert eng.store.job(job_id)["job_state"] == "S"
+    assert eng.req_delete(ROOT, [job_id]) == [{"id": job_id}]
+    # (woken by the qdel: its trap ran once)
+    until(lambda: terms.exists() and terms.read_text() == "t", timeout=60,
+          what="the qdel's SIGTERM taken")
+    now[0] += 5
+    again = engine_here(clock=lambda: now[0])
+    assert again.kills.get(job_id) is not None
+    poll_until(again, lambda: terms.read_text() == "tt", "the resumed SIGTERM taken")
+    now[0] += 5  # (the kill_delay after the qdel: its SIGKILL at the next poll)
+    poll_until(again, lambda: job_id not in again.launches, "the job's end")
+    attrs = again.store.job(job_id)
+    assert (attrs["job_state"], attrs["Exit_status"]) == ("F", KILLED), attrs
+    assert attrs["comment"].startswith("Job deleted at request of "), attrs["comment"]
+    assert [k for k, _ in of(records(again.home), job_id) if k in "DE"] == ["D", "E"]
+
+
 def test_a_resumed_kill_waits_for_no_group_not_recorded(engine_here, tmp_path, monkeypatch):
     """A kill resumed at a restart (`Engine._resume_kills`, in the engine's set-up, before
     the server serves) of a job whose group its launch does not name: a launch read back
