@@ -27,7 +27,8 @@ their child subreaper (`become_subreaper`), so a process that makes a session of
 (``setsid``, a daemon's double fork) stays in its tree when its parent ends, and
 `job_processes` finds it there (and in the shepherd's session, as before). Those are what
 the shepherd samples (`sample`) and kills at the job's end (`_kill_job`), what a kill's
-SIGTERM, suspend and resume reach (`signal_whole`: each process once), and, with what the
+SIGTERM (each process once, but for a few: see there), suspend and resume (every process)
+reach (`signal_whole`), and, with what the
 shepherd recorded (the job's process as it started it, the job's processes at its last
 sample), what is killed of a job whose shepherd is gone (`kill_session`). A kill or a
 stop goes in rounds until a round finds no process it has not signalled
@@ -1749,17 +1750,23 @@ def signal_session(launch: Launch, sig: int,
 
 def signal_whole(launch: Launch, sig: int, wait: float = 0.0) -> bool:
     """Send `sig` to the job's group and its top process (`signal_launch`, `wait` as
-    there), then to every other process of the job (`signal_session`): each once. A
-    process found in the job's group after the group was sent `sig` is not sent it again
-    (a program that takes a second SIGTERM for "abort now" had its clean shutdown cut
-    short by the session's, one qdel's two), nor the top process after it was sent it
-    apart. The group's number is the job's while its top process is unreaped, which the
-    send checked (`signal_launch`): no other group has it. A process that joined the group
-    after the send, or was forked in it since (a trap's cleanup), is not sent it; one
-    that left it after the send gets it twice. Whether the group or the top process was
+    there), then to every process of the job (`signal_session`). A SIGTERM (a qdel's, a
+    limit's) reaches each process once: a process found in the job's group after the group
+    was sent it is not sent it again, nor the top process once sent it (a program that
+    takes a second SIGTERM for "abort now" had its clean shutdown cut short by the
+    session's, one qdel's two). The group's number is the job's while its top process is
+    unreaped, which the send checked (`signal_launch`): no other group has it. Two
+    exceptions: a process that joined the group after its send, or was forked in it since
+    (a trap's cleanup), gets none (then the SIGKILL after kill_delay); one that left the
+    group after the send, or any process sent it before the job's group was recorded
+    (the SIGTERM sent again once it is: `Engine.terms_due`), may get two. Any other signal
+    (suspend's SIGSTOP, resume's SIGCONT, their replays at a start, a killed job's wake)
+    goes to every process of the job, in the group or not, as a second of those changes
+    nothing: a process that joined the group just after its send (once its top process
+    showed stopped) was otherwise never stopped. Whether the group or the top process was
     sent `sig` (`signal_launch`'s answer)."""
     group, top = _signal_launch(launch, sig, wait)
-    pgid = launch.pgid if group or top else 0
+    pgid = launch.pgid if sig == signal.SIGTERM and (group or top) else 0
 
     def skip(pid: int, proc: Proc) -> bool:
         return (group and proc.group == pgid) or (top and pid == pgid)
@@ -1992,6 +1999,10 @@ def signal_job(pgid: int, sig: int) -> bool:
         return False
 
 
+#: The signals a process may be sent twice to no effect: the top process gets them apart
+#: from its group's whatever group it seems to be in (`signal_launch`).
+_REPEATABLE = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT})
+
 #: pidfd_send_signal's flag (Linux 6.9) that sends to the process group whose number is the
 #: pid the descriptor was opened on, as that pid was then: a group that has since ended and
 #: whose number was given again is never reached (killpg's number may name it).
@@ -2010,8 +2021,12 @@ def signal_launch(launch: Launch, sig: int, wait: float = 0.0) -> bool:
     while the server was down, whose suspend `jobcontrol` replays at its start; a qdel
     between a job's end and the poll that notices it). The group is signalled through
     that pidfd (`PIDFD_SIGNAL_PROCESS_GROUP`), else by its number (killpg) just after the
-    check. The top process is signalled apart only when it is no longer in the group.
-    (`signal_whole` sends it to every other process of the job as well, once.)
+    check. The top process is signalled apart when it is not in the group as read after
+    the group's send (a read before it took a top process that left the group in between
+    for signalled with it, and sent it nothing); a SIGKILL, SIGSTOP or SIGCONT, a second
+    of which changes nothing, always (a top process that left the group before the send
+    and came back before the read gets it). (`signal_whole` sends it to every other
+    process of the job as well.)
 
     A job whose group its shepherd has not recorded yet (it waits for room on a full disk
     before it starts the job, or has just forked it) gets no signal but SIGKILL, as PBS's
@@ -2047,12 +2062,18 @@ def _signal_launch(launch: Launch, sig: int, wait: float) -> tuple[bool, bool]:
         if len(fields) < 3 or fields[1] != str(launch.shepherd):
             return False, False  # not the shepherd's child: the number is another's now
         sent = _signal_group(pidfd, pgid, sig)
-        if pidfd is None or _ended(fields) or (sent and fields[2] == str(pgid)):
-            return sent, sent and fields[2] == str(pgid)  # (in the group: it has it, once)
+        ended = _ended(fields)
+        if not ended:  # its group read again after the send (`signal_launch`)
+            after = proc_stat(pgid)
+            fields = after.rsplit(")", 1)[1].split() if after is not None else []
+            ended = len(fields) < 3 or _ended(fields)
+        inside = sent and len(fields) > 2 and fields[2] == str(pgid)
+        if pidfd is None or ended or (inside and sig not in _REPEATABLE):
+            return sent, inside  # (in the group: it has it, once)
         try:
             signal.pidfd_send_signal(pidfd, sig)
         except OSError:
-            return sent, False
+            return sent, inside
         return sent, True
     finally:
         if pidfd is not None:

@@ -3,9 +3,11 @@ job is its child, and a refused launch (or a server that dies first) leaves noth
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -807,3 +809,130 @@ def test_a_sigterm_while_the_jobs_process_waits_for_the_shepherds_word_ends_it()
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, status
     finally:
         os.close(go)
+
+
+_MOVING_JOB = """\
+import os, signal, sys, time
+to_top, to_other, told = map(int, sys.argv[1:4])
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # (a SIGTERM sent stays pending)
+os.setpgid(0, 0)  # the job's group: its top process's pid
+top = os.getpid()
+other = os.fork()
+if other == 0:  # in a group of its own, until told to join the job's
+    os.setpgid(0, 0)
+    os.read(to_other, 1)
+    os.setpgid(0, top)
+    os.write(told, b"j")
+    while True:
+        time.sleep(60)
+with __import__("contextlib").suppress(OSError):
+    os.setpgid(other, other)
+if os.fork() == 0:  # stays in the job's group
+    while True:
+        time.sleep(60)
+os.write(told, f"{top} {other}\\n".encode())
+os.read(to_top, 1)  # told to leave the job's group, for the other's
+os.setpgid(0, other)
+os.write(told, b"l")
+while True:
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def moving_job(tmp_path):
+    """A job's processes made to move between groups when told to: its top process (the
+    group's number; its shepherd here the process the test starts, in a session of its
+    own), a process of the job's group, and `other` in a group of its own. Each blocks
+    SIGTERM, so that one sent stays pending. Yields (launch, top, other, move): move("top")
+    has the top process leave its group for the other's, move("other") has the other join
+    the job's group; each returns once it has."""
+    to_top, tell_top = os.pipe()
+    to_other, tell_other = os.pipe()
+    told, hear = os.pipe()
+    shepherd = subprocess.Popen(
+        ["python3", "-c", "import os, sys, time\n"
+         "if os.fork() == 0:\n"
+         f"    os.execv(sys.executable, [sys.executable, '-c', {_MOVING_JOB!r}, *sys.argv[1:]])\n"
+         "while True:\n"
+         "    time.sleep(60)\n", str(to_top), str(to_other), str(hear)],
+        pass_fds=(to_top, to_other, hear), start_new_session=True)
+    for fd in (to_top, to_other, hear):
+        os.close(fd)
+    reply = os.fdopen(told, "rb", buffering=0)
+
+    def move(who: str) -> None:
+        os.write(tell_top if who == "top" else tell_other, b"x")
+        assert reply.read(1) == (b"l" if who == "top" else b"j")  # (a hang guard: none)
+
+    try:
+        top, other = map(int, reply.readline().split())
+        launch = executor.Launch(shepherd.pid, executor.process_start(shepherd.pid) or 0.0,
+                                 top, str(tmp_path / "1.status"), str(tmp_path),
+                                 executor.boot_id())
+        yield launch, top, other, move
+    finally:
+        for pid, proc in executor.processes().items():
+            if proc.session == shepherd.pid:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        shepherd.wait()
+        reply.close()
+        os.close(tell_top)
+        os.close(tell_other)
+
+
+def _stopped(pid: int) -> bool:
+    return (executor._proc(pid) or executor.Proc("?", 0, 0, 0, 0, 0, 0)).state == "T"
+
+
+def _term_pending(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    pending = int(re.search(r"^ShdPnd:\s*(\S+)", status, re.M).group(1), 16)
+    return bool(pending & 1 << (signal.SIGTERM - 1))
+
+
+def test_suspend_stops_a_process_that_joins_the_jobs_group_once_its_top_is_stopped(
+        moving_job, monkeypatch):
+    """Review: the session's processes were sent SIGSTOP only when not in the job's group,
+    as read after the group was sent it: a process of the job outside the group at that
+    send that joined it once the top process showed stopped (setpgid) was sent none, and
+    ran on through every suspend (62 in 100). Suspend and resume reach every process of
+    the job, whatever group it is in (`executor.signal_whole`); here it joins just after
+    the group's send."""
+    launch, top, other, move = moving_job
+    real = executor._signal_group
+
+    def then_joined(pidfd, pgid, sig):
+        sent = real(pidfd, pgid, sig)
+        move("other")
+        return sent
+
+    monkeypatch.setattr(executor, "_signal_group", then_joined)
+    assert executor.signal_whole(launch, signal.SIGSTOP)
+    assert os.getpgid(other) == top
+    until(lambda: _stopped(top) and _stopped(other), timeout=10,
+          what="the job's top process and the process that joined its group stopped")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGSTOP])
+def test_a_top_process_that_leaves_its_group_before_the_groups_signal_is_sent_it(
+        moving_job, monkeypatch, sig):
+    """Review: the top process's group was read before the group was signalled: a top
+    process that left it in between was taken for signalled with the group, and sent
+    nothing (`executor.signal_whole` then skipped it as signalled). Its group is read
+    after the group's send (`executor.signal_launch`)."""
+    launch, top, other, move = moving_job
+    real = executor._signal_group
+
+    def left_first(pidfd, pgid, sig):
+        move("top")
+        return real(pidfd, pgid, sig)
+
+    monkeypatch.setattr(executor, "_signal_group", left_first)
+    assert executor.signal_whole(launch, sig)
+    assert os.getpgid(top) == other
+    if sig == signal.SIGTERM:
+        assert _term_pending(top)  # (blocked: pending once sent)
+    else:
+        until(lambda: _stopped(top), timeout=10, what="the top process stopped")
