@@ -7,8 +7,10 @@ thread; the first run of a hook is ``freq`` seconds after the server starts (or 
 first appears in the site config).
 
 Vnode changes a hook makes apply even when it rejects, and not when it fails (exception or
-alarm), as PBS does. exechost_startup may add vnodes: they are created as the hook gave them.
-Its fail_action ``offline_vnodes`` marks this host's vnodes offline with PBS's comment;
+alarm), as PBS does; each is written at once, and its modifyvnode hooks are told of it after,
+while the server serves (`Engine._set_node`), as are offline_vnodes' and the recovery's.
+exechost_startup may add vnodes: they are created as the hook gave them. Its fail_action
+``offline_vnodes`` marks this host's vnodes offline with PBS's comment;
 ``clear_vnodes_upon_recovery`` brings them back at the next start whose hooks all succeed.
 """
 

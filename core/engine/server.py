@@ -10,6 +10,7 @@ fork for hooks safely.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import errno
@@ -290,6 +291,18 @@ class _Asking:
         self.pending = pending
         self.steps = steps
         self.later = later
+
+
+class _Notice:
+    """A change the server made to vnode `name` itself, written, whose modifyvnode hooks are
+    told of it (`Engine._set_node`): the row as it was (`old`) and as written (`new`), and
+    its chain once started (`pending`, stepped by `Engine.poll_notices`)."""
+
+    def __init__(self, name: str, old: dict[str, Any], new: dict[str, Any]):
+        self.name = name
+        self.old = old
+        self.new = new
+        self.pending: Pending | None = None
 
 
 #: A request that asks for its hooks' outcomes as it goes (`Engine._drive`): it yields an
@@ -612,6 +625,12 @@ class Engine:
         self.defer_answers = False
         #: Requests waiting for a hook chain that runs while the server serves (`_drive`).
         self.asking: list[_Asking] = []
+        #: The server's own vnode changes, written, whose modifyvnode hooks are still to be
+        #: told of them, oldest first: the first's chain runs (`_set_node`, `_notify`).
+        self.notices: collections.deque[_Notice] = collections.deque()
+        #: While the server starts (exechost_startup, its fail_action, the recovery), the
+        #: changes' notices wait for the first poll: the server does not serve yet.
+        self._starting = True
         #: Running jobs whose handling in the poll failed, and why (logged once a reason).
         self._poll_failed: dict[str, str] = {}
         #: The running jobs' use as their shepherds last sampled it (`_read_usage`).
@@ -663,6 +682,7 @@ class Engine:
             self.log(LOG_ERROR, "Server", self.host, "releasing the jobs an older pbsplug held "
                      f"back failed: {type(exc).__name__}: {exc}")
         self.periodic.startup()
+        self._starting = False
 
     # -- set-up -----------------------------------------------------------------------------------
     def _first_start(self) -> None:
@@ -3092,18 +3112,70 @@ class Engine:
         return {name: _vnode_state(inputs.nodes[name], name, in_resv, exclusive, assigned)
                 for name in names}
 
-    def _set_node(self, name: str, old: dict[str, Any], new: dict[str, Any],
-                  caller: Caller | None = None) -> None:
-        """Vnode `name` stored as `new`, modifyvnode fired first, its event.requestor the
-        `caller` (pbsnodes', qmgr's: the user who ran the command, as PBS's), else root (the
-        server's own change). A client's change whose hook the server's stop gave up is
-        refused (`refuse_if_stopped`), nothing of it made; the server's own change is made,
-        its hook not judged."""
-        outcome = self._event("modifyvnode", caller, **self.modifyvnode_objects(name, old, new))
-        attrs = self.vnode_judged(name, new, outcome, caller)
+    def _set_node(self, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """The server's own change to vnode `name` (a host or periodic hook's, a
+        fail_action's offline_vnodes, clear_vnodes_upon_recovery): `new` written at once,
+        then its modifyvnode hooks told of it (`_notify`), event.vnode the row written and
+        event.vnode_o `old`, event.requestor root. A client's change (pbsnodes, qmgr) takes
+        another path: its hooks judge it before it is written (`vnode_steps`).
+
+        The hooks are told, never asked: a reject is logged, nothing undone (modifyvnode's
+        ``ignore``, as for a client's change); and they change nothing, the objects being
+        read-only in modifyvnode (a write is the hook's error, logged), so nothing of theirs
+        is written after the change (no second write that could undo a later one). With the
+        socket server's loop (`defer_answers`) they run while the server serves, as a
+        client's run in `_drive`: one change's chain at a time, in the order the changes
+        were made (`notices`), so that a hook as slow as its alarm holds no request. A
+        change whose hooks have not run when the server stops is not told (`stop_chains`:
+        logged); the change itself is stored. Without that loop (an engine in this
+        process) they run at once, after the write. The server's start's changes (before
+        it serves: exechost_startup's) are told from its first poll on."""
+        if new.get("state") != old.get("state"):
+            new["last_state_change_time"] = int(self.clock())
+        attrs = {k: v for k, v in new.items() if k != "name"}
         with self.store.transaction() as st:
             st.put("node", name, attrs)
         self.vnode_written(name)
+        if self.runner.chain("modifyvnode"):
+            self.notices.append(_Notice(name, copy.deepcopy(old), copy.deepcopy(attrs)))
+            if not self._starting:
+                self._notify()
+
+    def _notify(self) -> None:
+        """The oldest change's modifyvnode chain (`notices`) started when none runs; one
+        over at once (no hook's process: in-process hooks) is done, and the next started."""
+        while self.notices and self.notices[0].pending is None:
+            notice = self.notices[0]
+            vnode, vnode_o = Vnode(notice.name, notice.new), Vnode(notice.name, notice.old)
+            started: Pending | Outcome = (
+                self._event("modifyvnode", start=True, vnode=vnode, vnode_o=vnode_o)
+                if self.defer_answers else
+                self._event("modifyvnode", vnode=vnode, vnode_o=vnode_o))
+            if isinstance(started, Outcome):
+                self.notices.popleft()
+                self._noticed(notice, started)
+            else:
+                notice.pending = started
+
+    def poll_notices(self) -> None:
+        """The running modifyvnode chain of the server's own change (`_notify`) taken a step
+        on; once it is over, the next change's started (and the first of those the server's
+        start made)."""
+        self._notify()
+        notice = self.notices[0] if self.notices else None
+        if notice is None or notice.pending is None:
+            return
+        outcome = self._stepped("modifyvnode", notice.pending)
+        if outcome is None:  # (it runs; or the stop gave it up: `stop_chains` drops it)
+            return
+        self.notices.popleft()
+        self._noticed(notice, outcome)
+        self._notify()
+
+    def _noticed(self, notice: _Notice, outcome: Outcome) -> None:
+        if not outcome.accepted and not stopped(outcome, self.stopping):
+            self.log(LOG_ADMIN, "Node", notice.name,
+                     f"modifyvnode hook rejected: {outcome.message}")
 
     def modifyvnode_objects(self, name: str, old: dict[str, Any], new: dict[str, Any]
                             ) -> dict[str, Any]:
@@ -3114,10 +3186,9 @@ class Engine:
         return {"vnode": Vnode(name, new), "vnode_o": Vnode(name, old)}
 
     def vnode_judged(self, name: str, new: dict[str, Any], outcome: Outcome,
-                     caller: Caller | None) -> dict[str, Any]:
-        """What is stored of vnode `name` after its modifyvnode `outcome` (`_set_node`)."""
-        if caller is not None:
-            refuse_if_stopped(outcome, self.stopping, name)
+                     caller: Caller) -> dict[str, Any]:
+        """What is stored of vnode `name` after its modifyvnode `outcome` (`vnode_steps`)."""
+        refuse_if_stopped(outcome, self.stopping, name)
         if not outcome.accepted and not stopped(outcome, self.stopping):
             self.log(LOG_ADMIN, "Node", name, f"modifyvnode hook rejected: {outcome.message}")
         attrs = self._after_hooks(new, outcome, "vnode")
@@ -3217,10 +3288,18 @@ class Engine:
                 continue
             self.asking.remove(asking)
             self._resume(asking, outcome)
+        self.poll_notices()
 
     def asking_fds(self) -> list[int]:
-        """The report pipes of the hooks that the requests waiting (`asking`) wait for."""
-        return [a.pending.fd for a in self.asking if a.pending.fd >= 0]
+        """The report pipes of the hooks that the requests waiting (`asking`) wait for, and
+        the server's own vnode change's modifyvnode chain (`notices`)."""
+        pendings = [a.pending for a in self.asking] + self._notice_pending()
+        return [p.fd for p in pendings if p.fd >= 0]
+
+    def _notice_pending(self) -> list[Pending]:
+        """The running chain of the server's own vnode changes (`notices`), if any."""
+        pending = self.notices[0].pending if self.notices else None
+        return [pending] if pending is not None else []
 
     def _resume(self, asking: _Asking, outcome: Outcome | None) -> None:
         """`asking`'s request taken on with `outcome`; None: its chain was given up for the
@@ -4913,7 +4992,8 @@ class Engine:
 
     def _hook_pids(self) -> frozenset[int]:
         """The processes of the started hook chains (`chains`, `asking`) waited for now."""
-        pendings = [c.pending for c in self.chains.values()] + [a.pending for a in self.asking]
+        pendings = [c.pending for c in self.chains.values()] + [
+            a.pending for a in self.asking] + self._notice_pending()
         return frozenset(p.pid for p in pendings if p.pid)
 
     def stop_chains(self) -> None:
@@ -4931,7 +5011,16 @@ class Engine:
         answers are these), and `close` again (nothing left then). A request waiting for
         its hooks (`asking`: a qmgr's, a pbsnodes') is refused as its hooks' stop refuses
         it (`STOPPING`), nothing of it written; every later chain it asks for is given up
-        so."""
+        so. The server's own vnode changes whose modifyvnode hooks are still to run
+        (`notices`) are made already: their hooks are not told, and that is logged."""
+        for pending in self._notice_pending():
+            pending.cancel()
+        if self.notices:
+            names = sorted({n.name for n in self.notices})
+            count, self.notices = len(self.notices), collections.deque()
+            self.log(LOG_SYSTEM, "Server", self.host, f"the modifyvnode hooks of {count} "
+                     f"vnode change(s) the server made were not run, the server stopping: "
+                     f"{', '.join(names)}")
         for asking in self.asking:
             asking.pending.cancel()
         asking_list, self.asking = self.asking, []

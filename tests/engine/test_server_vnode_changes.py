@@ -1,0 +1,231 @@
+"""The server's own vnode changes (a periodic hook's, a fail_action's offline_vnodes): each is
+written at once, and its modifyvnode hooks are told of it afterwards while the server
+serves, in the order the changes were made (`Engine._set_node`). They ran first, in the
+server's one thread: a slow modifyvnode hook held every client until its alarm."""
+
+from __future__ import annotations
+
+import os
+
+from pbsplug import PluginInfo, hookimpl
+from pbsplug.engine.client import Client
+from pbsplug.engine.server import Engine
+
+from .conftest import until
+from .test_server import plugin
+
+#: A hang guard only, for the requests made while a hook is held: the old server answered
+#: none until the hook ended (here: never, the hook waiting for the test).
+SERVED_WITHIN = 30.0
+
+
+def _told(dists, root, held: str, watch: str = "") -> str:
+    """A modifyvnode hook that, for a change whose new comment is `held`, touches
+    ``root/started`` and waits until the test opens the fifo ``root/gate`` to write; then
+    (and at once for any other change) appends what it was told to ``root/told``, for a
+    change whose new comment starts with `watch`."""
+    os.mkfifo(root / "gate")
+    return plugin(dists, "told", f"""
+        @hookimpl
+        def modifyvnode(event):
+            vn, old = event.vnode, event.vnode_o
+            if not str(vn.comment).startswith({watch!r}):
+                return
+            if vn.comment == {held!r}:
+                open({str(root / "started")!r}, "w").close()
+                with open({str(root / "gate")!r}) as gate:  # (until the test writes to it)
+                    gate.read()
+            with open({str(root / "told")!r}, "a") as out:
+                out.write(f"{{event.requestor}} {{vn.name}} {{old.state}},{{old.comment}} -> "
+                          f"{{vn.state}},{{vn.comment}}\\n")
+        """, ("modifyvnode",), alarm=300)
+
+
+def _ticks(dists, root, last: str = "two") -> str:
+    """A periodic hook that, while ``root/tick`` exists, moves the first vnode's comment
+    on: unset to ``one``, ``one`` to ``two``; ``root/tick`` is removed once it made
+    `last`."""
+    return plugin(dists, "tick", f"""
+        import os
+
+        @hookimpl
+        def periodic(event):
+            if not os.path.exists({str(root / "tick")!r}):
+                return
+            vn = event.vnode_list[sorted(event.vnode_list)[0]]
+            if vn.comment is None:
+                vn.comment = "one"
+            elif vn.comment == "one":
+                vn.comment = "two"
+            if vn.comment == {last!r}:
+                os.unlink({str(root / "tick")!r})
+        """, ("periodic",), freq=1)
+
+
+def _open_gate(root) -> None:
+    with open(root / "gate", "w"):
+        pass
+
+
+def _lines(path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_a_periodic_hooks_changes_are_told_while_the_server_serves_in_order(
+        dists, make_engine, engine_root):
+    """A periodic hook changes a vnode's comment twice; the first change's modifyvnode hook
+    is held: meanwhile the server answers (pbsnodes, qstat), shows the change at once, and
+    makes the periodic hook's second change; the second change is told only after the first,
+    each with the vnode as it was and as the change left it."""
+    engine = make_engine(_told(dists, engine_root, "one") + _ticks(dists, engine_root))
+    name = sorted(engine.nodes())[0]
+    (engine_root / "tick").touch()
+    until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
+    client = Client(engine.home, timeout=SERVED_WITHIN)
+    assert client("stat_nodes", names=[name])[name]["comment"] in ("one", "two")
+    assert client("stat_jobs") == {}
+    until(lambda: client("stat_nodes", names=[name])[name].get("comment") == "two",
+          what="the second change, made while the first one's hook is held")
+    done = engine.pbs("pbsnodes", name)
+    assert done.returncode == 0 and "comment = two" in done.stdout, done
+    assert not (engine_root / "told").exists()  # (the held hook writes once let go)
+    _open_gate(engine_root)
+    until(lambda: len(_lines(engine_root / "told")) >= 2, what="both changes told")
+    assert _lines(engine_root / "told") == [f"root {name} free,None -> free,one",
+                                            f"root {name} free,one -> free,two"]
+
+
+def test_a_modifyvnode_reject_of_the_servers_change_is_logged_and_its_write_refused(
+        dists, make_engine, engine_root):
+    """The objects are read-only in modifyvnode, as for a client's change: the hook's write
+    fails in the hook, nothing of it stored; its reject is logged, the change kept."""
+    tried = engine_root / "tried"
+    engine = make_engine(plugin(dists, "nay", f"""
+        from pbsplug import AttributeReadOnly
+
+        @hookimpl
+        def modifyvnode(event):
+            if event.vnode.comment == "one":
+                try:
+                    event.vnode.comment = "the hook's"
+                except AttributeReadOnly as exc:
+                    open({str(tried)!r}, "w").write(str(exc))
+                event.reject("not one")
+        """, ("modifyvnode",)) + _ticks(dists, engine_root))
+    name = sorted(engine.nodes())[0]
+    (engine_root / "tick").touch()
+    until(lambda: f"Node;{name};modifyvnode hook rejected: not one" in engine.log(),
+          what="the reject logged")
+    assert "read-only" in tried.read_text()
+    assert engine.nodes()[name]["comment"] in ("one", "two")
+
+
+def test_a_failed_begin_hooks_offline_is_made_at_once_and_told_while_the_server_serves(
+        dists, make_engine, engine_root):
+    """execjob_begin fails with fail_action offline_vnodes: the job's vnode is offline at
+    once, and the server answers while the modifyvnode hook that is told of it is held."""
+    held = "offlined by hook 'broken' due to hook error"
+    site = _told(dists, engine_root, held, watch=held) + plugin(dists, "broken", """
+        @hookimpl
+        def execjob_begin(event):
+            raise RuntimeError("lost the fabric")
+        """, ("execjob_begin",), fail_action="offline_vnodes")
+    engine = make_engine(site)
+    name, *others = sorted(engine.nodes())
+    for other in others:  # (the job's one try offlines `name` alone)
+        engine.client("node_state", names=[other], offline=True, comment="parked")
+    job_id = engine.submit("true\n")
+    until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
+    client = Client(engine.home, timeout=SERVED_WITHIN)
+    node = client("stat_nodes", names=[name])[name]
+    assert (node["state"], node["comment"]) == ("offline", held)
+    assert client("stat_jobs", ids=[job_id])[job_id]["job_state"] == "Q"
+    _open_gate(engine_root)
+    until(lambda: _lines(engine_root / "told"), what="the offline told")
+    assert _lines(engine_root / "told") == [f"root {name} free,None -> offline,{held}"]
+
+
+def test_a_change_whose_hook_runs_as_the_server_stops_is_kept_its_hook_not_told(
+        dists, make_engine, engine_root):
+    """The server stops while the modifyvnode hook of its own change is held: the hook is
+    stopped (logged), the change stays made."""
+    engine = make_engine(_told(dists, engine_root, "one") +
+                         _ticks(dists, engine_root, last="one"))
+    name = sorted(engine.nodes())[0]
+    (engine_root / "tick").touch()
+    until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
+    engine.stop()
+    assert (f"the modifyvnode hooks of 1 vnode change(s) the server made were not run, the "
+            f"server stopping: {name}") in engine.log()
+    engine.start()
+    assert engine.nodes()[name]["comment"] == "one"
+    assert not (engine_root / "told").exists()
+
+
+class _Watcher:
+    """A periodic hook that offlines every vnode, and a modifyvnode hook that notes what it
+    is told and the vnode's stored state as it runs (both in this process)."""
+
+    plugin_info = PluginInfo(events=("periodic", "modifyvnode"))
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+        self.seen: list[tuple[str, str, str, str]] = []
+
+    @hookimpl
+    def periodic(self, event):
+        for vn in event.vnode_list.values():
+            vn.state = "offline"
+
+    @hookimpl
+    def modifyvnode(self, event):
+        assert self.engine is not None
+        stored = self.engine.store.get("node", event.vnode.name)
+        self.seen.append((event.vnode.name, str(event.vnode_o.state), str(event.vnode.state),
+                          str(stored["state"])))
+
+
+def test_an_engine_without_the_loop_tells_its_change_once_it_is_written(engine_here,
+                                                                        register_plugin):
+    """An engine in this process (no server loop to run them meanwhile) runs the hooks at
+    once, as the change is written: they find the change stored."""
+    watcher = _Watcher()
+    register_plugin(watcher, "watcher", isolation="inprocess")
+    eng = watcher.engine = engine_here()
+    eng.periodic.run("periodic", "watcher")
+    assert watcher.seen == [(name, "free", "offline", "offline")
+                            for name in sorted(eng.store.all("node"))]
+    assert not eng.notices
+
+
+def test_the_starts_offline_and_recovery_are_told_once_the_server_serves(
+        dists, make_engine, engine_root):
+    """exechost_startup fails with offline_vnodes: the server starts and serves, its vnodes
+    offline, while the modifyvnode hook told of that is held (the start waited for it); the
+    next start's recovery is told too."""
+    held = "offlined by hook 'boot' due to hook error"
+    flag = engine_root / "fail"
+    flag.touch()
+    engine = make_engine(_told(dists, engine_root, held) + plugin(dists, "boot", f"""
+        import os
+
+        @hookimpl
+        def exechost_startup(event):
+            if os.path.exists({str(flag)!r}):
+                raise RuntimeError("hardware check failed")
+        """, ("exechost_startup",), fail_action="offline_vnodes,clear_vnodes_upon_recovery"))
+    until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
+    client = Client(engine.home, timeout=SERVED_WITHIN)
+    names = sorted(client("stat_nodes"))
+    assert {(a["state"], a["comment"]) for a in client("stat_nodes").values()} == {
+        ("offline", held)}
+    _open_gate(engine_root)
+    until(lambda: len(_lines(engine_root / "told")) == len(names), what="the offlines told")
+    engine.stop()
+    flag.unlink()
+    engine.start()
+    until(lambda: len(_lines(engine_root / "told")) == 2 * len(names),
+          what="the recoveries told")
+    assert _lines(engine_root / "told") == [
+        f"root {name} free,None -> offline,{held}" for name in names] + [
+        f"root {name} offline,{held} -> free,None" for name in names]
