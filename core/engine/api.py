@@ -208,7 +208,7 @@ class _Listener:
         engine = self.engine
         next_poll = time.monotonic()
         while not engine.stopping:
-            if self.wait(POLL_INTERVAL):  # (a hook a parked request waits for wrote)
+            if self.wait(POLL_INTERVAL):  # (a parked request's hook, or a vnode change's, wrote)
                 engine.poll_asking()
                 self.answer_parked()
             # Answer what is complete (up to a burst) before the bookkeeping, so that a
@@ -235,7 +235,8 @@ class _Listener:
 
     def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` for sockets to be ready, and serve them without blocking;
-        True when a hook that a parked request waits for wrote (`Engine.asking_fds`)."""
+        True when a hook that a parked request waits for wrote, or one told of the server's
+        own vnode change (`Engine.asking_fds`)."""
         if any(not self.blocked(uid) for uid in self.ready):
             timeout = 0
         now = time.monotonic()
