@@ -8,7 +8,8 @@ first appears in the site config).
 
 Vnode changes a hook makes apply even when it rejects, and not when it fails (exception or
 alarm), as PBS does; each is written at once, and its modifyvnode hooks are told of it after,
-while the server serves (`Engine._set_node`), as are offline_vnodes' and the recovery's.
+while the server serves (`Engine._set_node`), as are offline_vnodes' and the recovery's; one
+that leaves a vnode as it was (a comment set to what it is) is neither written nor told.
 exechost_startup may add vnodes: they are created as the hook gave them. Its fail_action
 ``offline_vnodes`` marks this host's vnodes offline with PBS's comment;
 ``clear_vnodes_upon_recovery`` brings them back at the next start whose hooks all succeed.

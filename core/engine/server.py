@@ -628,6 +628,8 @@ class Engine:
         #: The server's own vnode changes, written, whose modifyvnode hooks are still to be
         #: told of them, oldest first: the first's chain runs (`_set_node`, `_notify`).
         self.notices: collections.deque[_Notice] = collections.deque()
+        #: Each vnode's notice not started yet (at most one: a later change merges in).
+        self._waiting: dict[str, _Notice] = {}
         #: While the server starts (exechost_startup, its fail_action, the recovery), the
         #: changes' notices wait for the first poll: the server does not serve yet.
         self._starting = True
@@ -3112,45 +3114,83 @@ class Engine:
         return {name: _vnode_state(inputs.nodes[name], name, in_resv, exclusive, assigned)
                 for name in names}
 
-    def _set_node(self, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+    def _set_node(self, name: str, old: dict[str, Any], new: dict[str, Any],
+                  made: bool = False) -> None:
         """The server's own change to vnode `name` (a host or periodic hook's, a
         fail_action's offline_vnodes, clear_vnodes_upon_recovery): `new` written at once,
         then its modifyvnode hooks told of it (`_notify`), event.vnode the row written and
         event.vnode_o `old`, event.requestor root. A client's change (pbsnodes, qmgr) takes
         another path: its hooks judge it before it is written (`vnode_steps`).
 
+        A change that changes nothing (`new` the same row as `old`: a periodic hook that
+        sets a comment to what it is every run) is neither written nor told; `made`: the
+        vnode is new (a hook's exechost_startup adds it), written even when `new` is
+        `old`, the row it starts from.
+
         The hooks are told, never asked: a reject is logged, nothing undone (modifyvnode's
         ``ignore``, as for a client's change); and they change nothing, the objects being
         read-only in modifyvnode (a write is the hook's error, logged), so nothing of theirs
         is written after the change (no second write that could undo a later one). With the
         socket server's loop (`defer_answers`) they run while the server serves, as a
-        client's run in `_drive`: one change's chain at a time, in the order the changes
-        were made (`notices`), so that a hook as slow as its alarm holds no request. A
-        change whose hooks have not run when the server stops is not told (`stop_chains`:
+        client's run in `_drive`: one change's chain at a time, oldest first (`notices`),
+        so that a hook as slow as its alarm holds no request. A vnode's change made while
+        an earlier one of it waits, not started yet, is merged into that one, in its place
+        in the queue (`_queue_notice`): told once, from the earlier's `old` to the latest
+        row; so the queue holds at most one change a vnode, and the one running. A change
+        whose hooks have not run when the server stops is not told (`stop_chains`:
         logged); the change itself is stored. Without that loop (an engine in this
         process) they run at once, after the write. The server's start's changes (before
-        it serves: exechost_startup's) are told from its first poll on."""
-        if new.get("state") != old.get("state"):
-            new["last_state_change_time"] = int(self.clock())
+        it serves: exechost_startup's) are told at its first poll, or with its next own
+        vnode change, whichever comes first."""
+        strip = {k: v for k, v in old.items() if k != "name"}
         attrs = {k: v for k, v in new.items() if k != "name"}
+        if attrs == strip and not made:
+            return
+        if attrs.get("state") != strip.get("state"):
+            attrs["last_state_change_time"] = int(self.clock())
         with self.store.transaction() as st:
             st.put("node", name, attrs)
         self.vnode_written(name)
         if self.runner.chain("modifyvnode"):
-            self.notices.append(_Notice(name, copy.deepcopy(old), copy.deepcopy(attrs)))
+            self._queue_notice(name, strip, attrs)
             if not self._starting:
                 self._notify()
 
+    def _queue_notice(self, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Vnode `name`'s change from `old` to `new` queued to be told (`notices`); merged
+        into the vnode's change waiting, not started yet (`_waiting`): its `old` kept, its
+        `new` the latest, its place in the queue kept (so each vnode's changes are still
+        told in the order they were made: its change running, if any, is earlier), and
+        dropped when the two leave the vnode as it was."""
+        waiting = self._waiting.get(name)
+        if waiting is None:
+            notice = _Notice(name, copy.deepcopy(old), copy.deepcopy(new))
+            self.notices.append(notice)
+            self._waiting[name] = notice
+            return
+        waiting.new = copy.deepcopy(new)
+        if waiting.new == waiting.old:
+            del self._waiting[name]
+            self.notices.remove(waiting)
+
     def _notify(self) -> None:
         """The oldest change's modifyvnode chain (`notices`) started when none runs; one
-        over at once (no hook's process: in-process hooks) is done, and the next started."""
+        over at once (no hook's process: in-process hooks) is done, and the next started.
+        One that fails to start (the server's data unread) is logged and dropped."""
         while self.notices and self.notices[0].pending is None:
             notice = self.notices[0]
+            if self._waiting.get(notice.name) is notice:  # (a later change queues anew)
+                del self._waiting[notice.name]
             vnode, vnode_o = Vnode(notice.name, notice.new), Vnode(notice.name, notice.old)
-            started: Pending | Outcome = (
-                self._event("modifyvnode", start=True, vnode=vnode, vnode_o=vnode_o)
-                if self.defer_answers else
-                self._event("modifyvnode", vnode=vnode, vnode_o=vnode_o))
+            try:
+                started: Pending | Outcome = (
+                    self._event("modifyvnode", start=True, vnode=vnode, vnode_o=vnode_o)
+                    if self.defer_answers else
+                    self._event("modifyvnode", vnode=vnode, vnode_o=vnode_o))
+            except Exception as exc:  # (the loop, and the change's writer, go on)
+                self.notices.popleft()
+                self._notice_failed(notice, exc)
+                continue
             if isinstance(started, Outcome):
                 self.notices.popleft()
                 self._noticed(notice, started)
@@ -3165,12 +3205,24 @@ class Engine:
         notice = self.notices[0] if self.notices else None
         if notice is None or notice.pending is None:
             return
-        outcome = self._stepped("modifyvnode", notice.pending)
+        try:
+            outcome = self._stepped("modifyvnode", notice.pending)
+        except Exception as exc:  # (as in _notify: dropped)
+            notice.pending.cancel()
+            self.notices.popleft()
+            self._notice_failed(notice, exc)
+            self._notify()
+            return
         if outcome is None:  # (it runs; or the stop gave it up: `stop_chains` drops it)
             return
         self.notices.popleft()
         self._noticed(notice, outcome)
         self._notify()
+
+    def _notice_failed(self, notice: _Notice, exc: Exception) -> None:
+        self.log(LOG_ERROR, "Node", notice.name, "telling the modifyvnode hooks of the "
+                 f"server's change failed, not told: {type(exc).__name__}: "
+                 f"{_one_line(str(exc))}")
 
     def _noticed(self, notice: _Notice, outcome: Outcome) -> None:
         if not outcome.accepted and not stopped(outcome, self.stopping):
@@ -4147,7 +4199,7 @@ class Engine:
                 fresh = _vnode_attrs(self.host, name, 0, 0)
                 fresh["resources_available"].pop("mem")
                 changes.pop("name", None)
-                self._set_node(name, fresh, {**fresh, **changes})
+                self._set_node(name, fresh, {**fresh, **changes}, made=True)
                 self.log(LOG_ADMIN, "Node", name, "vnode created by a hook")
             elif old is not None:
                 new = dict(old)
@@ -5018,6 +5070,7 @@ class Engine:
         if self.notices:
             names = sorted({n.name for n in self.notices})
             count, self.notices = len(self.notices), collections.deque()
+            self._waiting = {}
             self.log(LOG_SYSTEM, "Server", self.host, f"the modifyvnode hooks of {count} "
                      f"vnode change(s) the server made were not run, the server stopping: "
                      f"{', '.join(names)}")

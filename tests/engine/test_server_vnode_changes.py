@@ -95,6 +95,50 @@ def test_a_periodic_hooks_changes_are_told_while_the_server_serves_in_order(
                                             f"root {name} free,one -> free,two"]
 
 
+def test_a_vnodes_changes_waiting_are_told_as_one_and_a_change_of_nothing_not_at_all(
+        dists, make_engine, engine_root):
+    """A periodic hook sets the first vnode's comment to ``one`` (its modifyvnode hook is
+    held); its next runs set every vnode's comment to ``c2``, ``c3``, then ``c3`` twice
+    more. Each vnode's changes made while the hook is held are told as one change, from the
+    first's old row to the last's (its place in the queue kept); a run that changes
+    nothing is neither written nor told: the queue holds one change a vnode, however many
+    runs (it grew by every vnode each run, identical runs too)."""
+    runs = engine_root / "runs"
+    engine = make_engine(_told(dists, engine_root, "one") + plugin(dists, "tick", f"""
+        import os
+
+        @hookimpl
+        def periodic(event):
+            if not os.path.exists({str(engine_root / "tick")!r}):
+                return
+            with open({str(runs)!r}, "a") as out:
+                out.write("run\\n")
+            run = len(open({str(runs)!r}).read().splitlines())
+            if run == 1:
+                event.vnode_list[sorted(event.vnode_list)[0]].comment = "one"
+                return
+            for vn in event.vnode_list.values():
+                vn.comment = f"c{{min(run, 3)}}"
+            if run == 5:
+                os.unlink({str(engine_root / "tick")!r})
+        """, ("periodic",), freq=1))
+    first, *others = names = sorted(engine.nodes())
+    (engine_root / "tick").touch()
+    until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
+    until(lambda: not (engine_root / "tick").exists(), what="the periodic hook's five runs",
+          timeout=60)
+    assert {a.get("comment") for a in engine.nodes().values()} == {"c3"}
+    assert not (engine_root / "told").exists()
+    _open_gate(engine_root)
+    until(lambda: len(_lines(engine_root / "told")) >= 1 + len(names), what="all told")
+    told = _lines(engine_root / "told")
+    assert told[:2] == [f"root {first} free,None -> free,one",
+                        f"root {first} free,one -> free,c3"]
+    assert sorted(told[2:]) == [f"root {name} free,None -> free,c3" for name in others]
+    engine.stop()
+    assert "were not run" not in engine.log()
+
+
 def test_a_modifyvnode_reject_of_the_servers_change_is_logged_and_its_write_refused(
         dists, make_engine, engine_root):
     """The objects are read-only in modifyvnode, as for a client's change: the hook's write
@@ -229,3 +273,42 @@ def test_the_starts_offline_and_recovery_are_told_once_the_server_serves(
     assert _lines(engine_root / "told") == [
         f"root {name} free,None -> offline,{held}" for name in names] + [
         f"root {name} offline,{held} -> free,None" for name in names]
+
+
+def test_a_change_of_nothing_is_neither_written_nor_told(engine_here, register_plugin):
+    """The periodic hook offlines every vnode each run: its second run changes nothing, and
+    tells nothing (it told every vnode again, and wrote it again)."""
+    watcher = _Watcher()
+    register_plugin(watcher, "watcher", isolation="inprocess")
+    eng = watcher.engine = engine_here()
+    eng.periodic.run("periodic", "watcher")
+    stored = eng.store.all("node")
+    eng.periodic.run("periodic", "watcher")
+    assert watcher.seen == [(name, "free", "offline", "offline") for name in sorted(stored)]
+    assert eng.store.all("node") == stored
+
+
+def test_a_notice_that_fails_to_start_is_logged_and_dropped(engine_here, register_plugin,
+                                                            monkeypatch):
+    """The server's data unread as its change's modifyvnode hooks are to be told: that is
+    logged (one line), the change stays written, and the next change is told (it ended the
+    writer, and the socket server's loop with it)."""
+    watcher = _Watcher()
+    register_plugin(watcher, "watcher", isolation="inprocess")
+    eng = watcher.engine = engine_here()
+    name = sorted(eng.store.all("node"))[0]
+    old = eng.store.get("node", name)
+
+    def unread() -> None:
+        raise RuntimeError("disk I/O error\nmore")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(eng, "resource_types", unread)
+        eng._set_node(name, old, {**old, "comment": "one"})
+    assert eng.store.get("node", name)["comment"] == "one"
+    assert not eng.notices and not watcher.seen
+    logged = "".join(p.read_text() for p in eng.home.logs.glob("*"))
+    assert (f"Node;{name};telling the modifyvnode hooks of the server's change failed, not "
+            "told: RuntimeError: disk I/O error\n") in logged
+    eng._set_node(name, eng.store.get("node", name), {**old, "state": "offline"})
+    assert watcher.seen == [(name, "free", "offline", "offline")]
