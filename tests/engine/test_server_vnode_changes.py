@@ -20,18 +20,21 @@ SERVED_WITHIN = 30.0
 
 
 def _told(dists, root, held: str, watch: str = "") -> str:
-    """A modifyvnode hook that, for a change whose new comment is `held`, touches
+    """A modifyvnode hook that, for the first change whose new comment is `held`, touches
     ``root/started`` and waits until the test opens the fifo ``root/gate`` to write; then
-    (and at once for any other change) appends what it was told to ``root/told``, for a
-    change whose new comment starts with `watch`."""
+    (and at once for any other change, a later one to `held` too: the gate is opened once)
+    appends what it was told to ``root/told``, for a change whose new comment starts with
+    `watch`."""
     os.mkfifo(root / "gate")
     return plugin(dists, "told", f"""
+        import os
+
         @hookimpl
         def modifyvnode(event):
             vn, old = event.vnode, event.vnode_o
             if not str(vn.comment).startswith({watch!r}):
                 return
-            if vn.comment == {held!r}:
+            if vn.comment == {held!r} and not os.path.exists({str(root / "started")!r}):
                 open({str(root / "started")!r}, "w").close()
                 with open({str(root / "gate")!r}) as gate:  # (until the test writes to it)
                     gate.read()
@@ -245,22 +248,33 @@ def test_an_engine_without_the_loop_tells_its_change_once_it_is_written(engine_h
 def test_the_starts_offline_and_recovery_are_told_once_the_server_serves(
         dists, make_engine, engine_root):
     """exechost_startup fails with offline_vnodes: the server starts and serves, its vnodes
-    offline, while the modifyvnode hook told of that is held (the start waited for it); the
-    next start's recovery is told too."""
+    offline, while the modifyvnode hook told of the first is held (the start waited for
+    it); then each is told; the next start's recovery is told too. The host has a vnode
+    the hook adds besides its own (one a NUMA node): the changes of a start of several
+    vnodes (the gate held every one, opened once). The hook adding that vnode again at the
+    recovery's start changes nothing: not told."""
     held = "offlined by hook 'boot' due to hook error"
     flag = engine_root / "fail"
-    flag.touch()
     engine = make_engine(_told(dists, engine_root, held) + plugin(dists, "boot", f"""
         import os
+        from pbsplug import Vnode
 
         @hookimpl
         def exechost_startup(event):
             if os.path.exists({str(flag)!r}):
                 raise RuntimeError("hardware check failed")
+            event.vnode_list["gpu0"] = Vnode("gpu0", {{"resources_available": {{"ncpus": 1}}}})
         """, ("exechost_startup",), fail_action="offline_vnodes,clear_vnodes_upon_recovery"))
+    until(lambda: "root gpu0 " in (engine_root / "told").read_text()
+          if (engine_root / "told").exists() else False, what="the new vnode told")
+    engine.stop()
+    (engine_root / "told").unlink()
+    flag.touch()
+    engine.start()
     until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
     client = Client(engine.home, timeout=SERVED_WITHIN)
     names = sorted(client("stat_nodes"))
+    assert "gpu0" in names and len(names) >= 2
     assert {(a["state"], a["comment"]) for a in client("stat_nodes").values()} == {
         ("offline", held)}
     _open_gate(engine_root)
@@ -270,8 +284,10 @@ def test_the_starts_offline_and_recovery_are_told_once_the_server_serves(
     engine.start()
     until(lambda: len(_lines(engine_root / "told")) == 2 * len(names),
           what="the recoveries told")
-    assert _lines(engine_root / "told") == [
-        f"root {name} free,None -> offline,{held}" for name in names] + [
+    told = _lines(engine_root / "told")
+    assert sorted(told[:len(names)]) == [
+        f"root {name} free,None -> offline,{held}" for name in names]
+    assert sorted(told[len(names):]) == [
         f"root {name} offline,{held} -> free,None" for name in names]
 
 
