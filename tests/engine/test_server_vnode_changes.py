@@ -142,6 +142,28 @@ def test_a_vnodes_changes_waiting_are_told_as_one_and_a_change_of_nothing_not_at
     assert "were not run" not in engine.log()
 
 
+def test_a_clients_change_is_judged_at_once_before_the_servers_earlier_ones_are_told(
+        dists, make_engine, engine_root):
+    """The periodic hook sets the comment ``one`` (its hook held), then ``two``; a
+    ``pbsnodes -C three`` meanwhile is judged at once (its hooks run before its write, not
+    behind the queue): told ``two -> three`` first, then the server's two changes, each as
+    it was made (docs/engine.md)."""
+    engine = make_engine(_told(dists, engine_root, "one") + _ticks(dists, engine_root))
+    name = sorted(engine.nodes())[0]
+    (engine_root / "tick").touch()
+    until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
+    until(lambda: not (engine_root / "tick").exists(), what="the second change")
+    done = engine.pbs("pbsnodes", "-C", "three", name)
+    assert done.returncode == 0, done
+    told = _lines(engine_root / "told")
+    assert len(told) == 1 and told[0].endswith(f" {name} free,two -> free,three"), told
+    _open_gate(engine_root)
+    until(lambda: len(_lines(engine_root / "told")) >= 3, what="the server's changes told")
+    assert _lines(engine_root / "told")[1:] == [f"root {name} free,None -> free,one",
+                                                f"root {name} free,one -> free,two"]
+    assert engine.nodes()[name]["comment"] == "three"
+
+
 def test_a_modifyvnode_reject_of_the_servers_change_is_logged_and_its_write_refused(
         dists, make_engine, engine_root):
     """The objects are read-only in modifyvnode, as for a client's change: the hook's write
