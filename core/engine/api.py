@@ -209,7 +209,10 @@ class _Listener:
         next_poll = time.monotonic()
         while not engine.stopping:
             if self.wait(POLL_INTERVAL):  # (a parked request's hook, or a vnode change's, wrote)
-                engine.poll_asking()
+                try:
+                    engine.poll_asking()
+                except Exception:  # (as a poll's: a bug stepping one chain must not stop it)
+                    self.log_poll_failure(traceback.format_exc())
                 self.answer_parked()
             # Answer what is complete (up to a burst) before the bookkeeping, so that a
             # stream of qsubs shares one scheduling cycle instead of one each.

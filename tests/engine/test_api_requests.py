@@ -260,3 +260,46 @@ def test_a_listener_whose_close_fails_still_closes_the_engine(engine_root, monke
         api.serve(home)
     assert closed == ["engine"]
     assert home.server_pid() is None
+
+
+def test_a_failing_step_of_a_hook_chain_does_not_stop_the_loop(tmp_path, monkeypatch):
+    """Whatever stepping the hook chains that parked requests and the server's vnode
+    changes wait for raises (`Engine.poll_asking`, run when one of their hooks wrote), the
+    loop logs it as a failed poll and goes on: it ended the server's loop."""
+    import os
+
+    from pbsplug.engine import api
+
+    logged: list[str] = []
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"x")  # (a hook that wrote)
+
+    class Engine:
+        stopping = False
+        polls = 0
+
+        def asking_fds(self):
+            return [read_end]
+
+        def poll_asking(self):
+            raise RuntimeError("a bug stepping a chain")
+
+        def poll(self):
+            self.polls += 1
+            self.stopping = True
+
+    engine = Engine()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+            server.bind(str(tmp_path / "s.sock"))
+            server.listen()
+            server.setblocking(False)
+            listener = api._Listener(engine, server)
+            monkeypatch.setattr(listener, "log", lambda kind, message: logged.append(message))
+            listener.run()
+            listener.selector.close()
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert engine.polls == 1  # the loop went on to its poll
+    assert any("poll failed" in m and "a bug stepping a chain" in m for m in logged), logged
