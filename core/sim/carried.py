@@ -1,7 +1,9 @@
 """An event's object that a replay carries again to a later event while nothing changed it
 (`Carried`): a periodic hook gets every vnode, and every queued job, at each of thousands of
 runs, and the engine makes them afresh for each event; carrying the same object keeps what
-a hook keeps of it by identity (the power plugin's views) and costs no new object. The check
+a hook keeps of it by identity (the power plugin's views) and costs no new object. An object
+carried starts the next event as a new one would (`again`): no change recorded and no read
+noted, whatever its hook did to them at the last. The check
 runs none of a hook's code (core/objects.py, `plain`, `attrs_after`): it compares objects
 by identity and reads types with `type`, never `==`, a hash or an ``isinstance``."""
 
@@ -27,11 +29,12 @@ class Carried(Generic[_Object]):
     or a list, dict or `Resources` of such scalars (keys of exact str); `of` gives None
     for an object holding anything else (made afresh for each event then)."""
 
-    __slots__ = ("obj", "_kind", "_attrs", "_sources", "_flat", "_keys", "_values",
+    __slots__ = ("obj", "_kind", "_name", "_attrs", "_sources", "_flat", "_keys", "_values",
                  "_inner")
 
     obj: _Object
-    _kind: type
+    _kind: type[PbsObject]
+    _name: str
     _attrs: dict[str, Any]
     _sources: tuple[Iterable[Any], ...]
     _flat: list[Any]
@@ -45,6 +48,7 @@ class Carried(Generic[_Object]):
         carried = cls.__new__(cls)
         carried.obj = obj
         carried._kind = type(obj)
+        carried._name = obj._name
         return carried if carried._take() else None
 
     def _take(self) -> bool:
@@ -88,12 +92,32 @@ class Carried(Generic[_Object]):
         What a hook's reads alone change is no change (`_read_alone`)."""
         obj = self.obj
         if type(obj) is not self._kind or obj._attrs is not self._attrs or \
+                obj._name is not self._name or \
                 (self._kind is Job and obj._action is not None):  # type: ignore[attr-defined]
             return False
         now, flat = [*chain.from_iterable(self._sources)], self._flat
         if len(now) == len(flat) and all(map(is_, now, flat)):
             return True
         return self._read_alone() and self._take()
+
+    def again(self) -> _Object | None:
+        """The object for a new event when it is `unchanged`, else None: with no change
+        recorded and no read noted (`PbsObject._changes`, ``_read``), and its own slots
+        as a new one has them (`PbsObject._fresh_slots`), as the engine's new object for
+        each event. What a hook left there at an earlier event is no part of the next: a
+        change recorded on an object it took out of its event (which no one took), or a
+        list it read then, which `PbsObject.settle` would compare again at the next event
+        (a change the hook made to that list through a reference it kept, to an object
+        no server reads again, was taken for a write of the later event)."""
+        if not self.unchanged():
+            return None
+        obj = self.obj
+        setattr_ = object.__setattr__
+        setattr_(obj, "_changes", {})
+        setattr_(obj, "_read", None)
+        for slot, value in self._kind._fresh_slots:
+            setattr_(obj, slot, value)
+        return obj
 
     def _read_alone(self) -> bool:
         """Whether what changed is only what a hook's reads do (`PbsObject.__getattr__`):

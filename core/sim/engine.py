@@ -1862,8 +1862,9 @@ class Simulator:
         cache = self._event_vnode_cache
         for name in names:
             known = cache.get(name)
-            if known is not None and known.unchanged():
-                out[name] = known.obj
+            again = known.again() if known is not None else None
+            if again is not None:
+                out[name] = again
                 continue
             attrs = store[name]
             ncpus = _ncpus(attrs)
@@ -2091,10 +2092,12 @@ class Simulator:
         for run in runs:
             job_id = run.tj.job_id
             known = last.get(job_id)
-            if known is not None and known[0] is run.job and known[1].unchanged():
-                jobs[job_id] = known[1].obj
-                cache[job_id] = known
-                continue
+            if known is not None and known[0] is run.job:
+                again = known[1].again()
+                if again is not None:
+                    jobs[job_id] = again
+                    cache[job_id] = known
+                    continue
             job = jobs[job_id] = Job(job_id, run.attrs)
             job.own_values()
             carried = Carried.of(job)

@@ -16,7 +16,8 @@ from pbsplug.engine.errors import PbsError
 from pbsplug.engine.home import Home
 from pbsplug.engine.server import Engine
 from pbsplug.engine.testing import LocalEngine, make_root, remove_root
-from pbsplug.objects import Vnode
+from pbsplug.objects import Job, Vnode
+from pbsplug.sim.carried import Carried
 from pbsplug.sim.engine import EPOCH, Simulator, policy_settings
 from pbsplug.sim.machine import uniform
 from pbsplug.sim.records import COMPLETED, FAILED, REJECTED, TraceJob
@@ -582,3 +583,115 @@ def test_a_jobs_own_events_see_its_vnodes_use_times_as_before_its_start_or_end(
     assert hook.seen == [("1", "execjob_begin", 0, 0), ("1", "execjob_end", 0, EPOCH + 5),
                          ("2", "execjob_begin", EPOCH + 15, EPOCH + 15),
                          ("2", "execjob_end", EPOCH + 15, EPOCH + 20)]
+
+
+class KeptFromAnEarlierRun:
+    """A periodic hook that gives the first vnode (by name) a list attribute of the
+    plugin's own (``tags``) at its first run; at its second, reads it (a copy of its own)
+    and keeps that list; at its third, appends to the list it kept, an object of an
+    earlier run, which no server reads again, and touches nothing of this run's; from its
+    fourth, notes the vnode's tags."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.runs = 0
+        self.kept: list[str] = []
+        self.seen: list[list[str]] = []
+
+    @hookimpl
+    def periodic(self, event):
+        self.runs += 1
+        vnode = event.vnode_list[min(event.vnode_list)]
+        if self.runs == 1:
+            vnode.tags = ["a"]
+        elif self.runs == 2:
+            self.kept = vnode.tags
+        elif self.runs == 3:
+            self.kept.append("b")
+        else:
+            self.seen.append(list(vnode.tags))
+
+
+def test_what_a_hook_does_to_an_earlier_runs_object_is_no_change_of_a_later_run(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """Each periodic run's vnodes are its own, as the engine makes them afresh: a list
+    the hook read at one run and changes at the next is no change of either run. A
+    replay carried the vnode's object to the next run with its note of what the hook had
+    read (`PbsObject._read`), and took the change to the kept list for a write of the
+    later run, which it applied."""
+    hook = KeptFromAnEarlierRun()
+    register_plugin(hook, "kept", isolation="inprocess", freq=3600)
+    guard_periodic_runs(monkeypatch, most=5)
+    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    with pytest.raises(RuntimeError, match="the replay goes on"):
+        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    assert hook.runs == 5
+    assert hook.seen == [["a"], ["a"]]
+
+
+class HidesItsChange:
+    """A periodic hook that, at its first run, sets the first vnode's comment and unsets
+    it again (the object then holds what it held: a change recorded all the same), and
+    takes that vnode out of the event's vnode_list, where no change of it is taken; it
+    does nothing at later runs."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.runs = 0
+
+    @hookimpl
+    def periodic(self, event):
+        self.runs += 1
+        if self.runs == 1:
+            name = min(event.vnode_list)
+            vnode = event.vnode_list[name]
+            vnode.comment = "hidden"
+            vnode.comment = None
+            del event.vnode_list[name]
+
+
+def test_a_change_recorded_at_one_run_is_reported_at_no_later_run(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """A run's vnodes start with no change recorded, as the engine's new objects do: a
+    later run whose hook changes nothing reports no change. A replay carried the vnode's
+    object, unchanged, with the record of the first run (`PbsObject._changes`), and the
+    second run reported that change as its own."""
+    hook = HidesItsChange()
+    register_plugin(hook, "hides", isolation="inprocess", freq=3600)
+    guard_periodic_runs(monkeypatch, most=3)
+    reported = []
+    apply = Simulator._vnode_changes
+
+    def noted(self, outcome):
+        reported.append(outcome.changes.get("vnode_list"))
+        apply(self, outcome)
+
+    monkeypatch.setattr(Simulator, "_vnode_changes", noted)
+    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    with pytest.raises(RuntimeError, match="the replay goes on"):
+        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    assert hook.runs == 3
+    assert reported == [None] * 3
+
+
+def test_a_carried_object_starts_the_next_event_as_a_new_one():
+    """`Carried.again`: an unchanged object comes with no change recorded, no read noted
+    and a job's own slots as new; one a hook renamed past the setters is not carried."""
+    vnode = Vnode("n0", {"state": "free", "jobs": []})
+    carried = Carried.of(vnode)
+    assert carried is not None
+    vnode._changes["comment"] = None
+    vnode._read = {"jobs": []}
+    assert carried.again() is vnode
+    assert vnode._changes == {} and vnode._read is None
+    job = Job("1.s", {"job_state": "Q"})
+    carried_job = Carried.of(job)
+    assert carried_job is not None
+    job._action_allowed = False
+    assert carried_job.again() is job and job._action_allowed is True
+    vnode._name = "n9"
+    assert carried.again() is None
