@@ -451,6 +451,7 @@ class Queue(PbsObject):
     ``partition``, ..."""
 
     kind = "queue"
+    __slots__ = ()  # (no attribute of the Python object's own, as a vnode's)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self._name, **super().to_dict()}
@@ -467,6 +468,7 @@ class Server(PbsObject):
     ``resources_default``, ``job_sort_formula``, ``power_provisioning``, ..."""
 
     kind = "server"
+    __slots__ = ()  # (no attribute of the Python object's own, as a vnode's)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self._name, **super().to_dict()}
@@ -478,6 +480,7 @@ class Reservation(PbsObject):
     ``resv_nodes``, ``queue``, ``partition``, ..."""
 
     kind = "resv"
+    __slots__ = ()  # (no attribute of the Python object's own, as a vnode's)
     #: What the server and its scheduler own (PBS's hooks may not set them either): a
     #: resvsub hook that set reserve_state or queue ran a reservation nobody confirmed and
     #: took another queue's jobs at its end.

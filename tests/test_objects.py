@@ -3,7 +3,7 @@ import pickle
 import pytest
 
 from pbsplug import AttributeReadOnly, Event, Job, Vnode
-from pbsplug.objects import apply_to_attrs
+from pbsplug.objects import Queue, Reservation, Server, apply_to_attrs
 
 
 def test_pbs_names_and_unset_attributes_read_none():
@@ -225,3 +225,18 @@ def test_a_resource_mapping_set_then_unset_replays_as_no_entry_where_it_was_neve
     copy = Job("1.s", {})
     copy.apply_changes(changes)
     assert copy.to_dict().get("resources_used") in (None, {})
+
+
+@pytest.mark.parametrize("cls", [Job, Vnode, Queue, Server, Reservation])
+def test_no_hook_object_has_an_attribute_of_its_own(cls):
+    """Every hook object holds everything in its slots, as a vnode and a job do: an
+    attribute of the Python object's own (``obj._x = 1``, past the attribute names a hook
+    may use), which no change record, copy nor pickle carries, is refused with the same
+    AttributeError for each, and none has a ``__dict__``; an attribute of PBS's kind (a
+    plugin's own name) is set and recorded as on a job."""
+    obj = cls("o1", {})
+    with pytest.raises(AttributeError, match=f"^'{cls.__name__}' object has no attribute '_x'"):
+        obj._x = 1
+    assert not hasattr(obj, "__dict__")
+    obj.site_note = "x"
+    assert obj.site_note == "x" and obj.changes() == {"site_note": "x"}
