@@ -387,6 +387,7 @@ class Simulator:
                 attrs: dict[str, Any] = {"state": "free", "resources_available": avail,
                                          "sharing": "default_shared",
                                          "poweroff_eligible": host.poweroff_eligible,
+                                         # (the replay's start: `_loop`)
                                          "last_used_time": 0, "last_state_change_time": 0}
                 if host.partition:
                     attrs["partition"] = host.partition
@@ -740,6 +741,12 @@ class Simulator:
         self.now = self._last_change = pending.submit + epoch
         for host in self.hosts:
             host.since = self.now
+        # The vnodes are made as the replay starts (the engine's, when it makes them: both
+        # times from its clock), never at 0, a year or more before the replay's clock (`EPOCH`).
+        start = int(self.now)
+        for name, attrs in self.vnode_attrs.items():
+            for attrs_of in (attrs, self.vnodes[name]._attrs):
+                attrs_of["last_used_time"] = attrs_of["last_state_change_time"] = start
         for name in self._periodic_due:
             self._periodic_due[name] += self.now
         self._startup()
