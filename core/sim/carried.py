@@ -9,7 +9,7 @@ by identity and reads types with `type`, never `==`, a hash or an ``isinstance``
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection
 from itertools import chain
 from operator import is_
 from typing import Any, Generic, TypeVar, cast
@@ -29,14 +29,15 @@ class Carried(Generic[_Object]):
     or a list, dict or `Resources` of such scalars (keys of exact str); `of` gives None
     for an object holding anything else (made afresh for each event then)."""
 
-    __slots__ = ("obj", "_kind", "_name", "_attrs", "_sources", "_flat", "_keys", "_values",
-                 "_inner")
+    __slots__ = ("obj", "_kind", "_name", "_attrs", "_sources", "_lengths", "_flat", "_keys",
+                 "_values", "_inner")
 
     obj: _Object
     _kind: type[PbsObject]
     _name: str
     _attrs: dict[str, Any]
-    _sources: tuple[Iterable[Any], ...]
+    _sources: tuple[Collection[Any], ...]
+    _lengths: list[int]
     _flat: list[Any]
     _keys: list[Any]
     _values: list[Any]
@@ -58,7 +59,7 @@ class Carried(Generic[_Object]):
         objects noted before, so its types may be looked up in a set.)"""
         attrs = self._attrs = self.obj._attrs
         keys, values = list(attrs), list[Any](attrs.values())
-        sources: list[Iterable[Any]] = [attrs, attrs.values()]
+        sources: list[Collection[Any]] = [attrs, attrs.values()]
         inner: dict[int, tuple[type, list[Any] | None, list[Any]]] = {}
         if not _LEAVES.issuperset(map(type, keys)):
             return False
@@ -82,6 +83,7 @@ class Carried(Generic[_Object]):
             else:
                 return False
         self._sources = tuple(sources)
+        self._lengths = [*map(len, sources)]  # (C's own len of a dict, a view, a list)
         self._flat = [*chain.from_iterable(self._sources)]
         self._keys, self._values, self._inner = keys, values, inner
         return True
@@ -89,14 +91,17 @@ class Carried(Generic[_Object]):
     def unchanged(self) -> bool:
         """Whether the object holds what it held: the same objects in the same places, in
         every attribute and in each dict and list value (one identity per value, in C).
-        What a hook's reads alone change is no change (`_read_alone`)."""
+        What a hook's reads alone change is no change (`_read_alone`). Each dict and list
+        is as long as it was (the last item of one list moved to the front of the next
+        leaves every value in its place taken end to end)."""
         obj = self.obj
         if type(obj) is not self._kind or obj._attrs is not self._attrs or \
                 obj._name is not self._name or \
                 (self._kind is Job and obj._action is not None):  # type: ignore[attr-defined]
             return False
-        now, flat = [*chain.from_iterable(self._sources)], self._flat
-        if len(now) == len(flat) and all(map(is_, now, flat)):
+        sources = self._sources
+        if [*map(len, sources)] == self._lengths and \
+                all(map(is_, [*chain.from_iterable(sources)], self._flat)):
             return True
         return self._read_alone() and self._take()
 
@@ -155,3 +160,4 @@ class Carried(Generic[_Object]):
             if len(now) != len(vs) or not all(map(is_, now, vs)):
                 return False
         return True
+

@@ -697,3 +697,15 @@ def test_a_carried_object_starts_the_next_event_as_a_new_one():
     assert carried_job.again() is job and job._action_allowed is True
     vnode._name = "n9"
     assert carried.again() is None
+
+
+def test_an_item_moved_from_one_list_to_the_next_is_a_change():
+    """Past the setters (``list.pop``, ``list.insert`` on an object's own lists), the last
+    item of one list moved to the front of the next leaves every value in its place in
+    the object's values taken end to end: each list is compared on its own."""
+    vnode = Vnode("n0", {"state": "free", "tags": ["x", "y"], "jobs": ["z"]})
+    carried = Carried.of(vnode)
+    assert carried is not None
+    tags, jobs = vnode._attrs["tags"], vnode._attrs["jobs"]
+    jobs.insert(0, tags.pop())
+    assert carried.again() is None
