@@ -77,11 +77,27 @@ class Resources(dict[str, Any]):
     """
 
     __slots__ = ("_owner", "_attr")
+    _owner: PbsObject
+    _attr: str
 
     def __init__(self, owner: PbsObject, attr: str, values: Mapping[str, Any] | None = None):
-        super().__init__(values or {})
-        self._owner = owner
-        self._attr = attr
+        dict.__init__(self, values or {})  # (made by the million in a replay: no super())
+        _SET_OWNER(self, owner)
+        _SET_ATTR(self, attr)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        """The object and attribute each write is recorded for are the mapping's own for
+        good: a hook's ``mapping._owner = other_vnode`` had a write to this vnode's mapping
+        recorded on the other (stored here, reported there), and ``mapping._attr = ...``
+        under another attribute, guarded and checked as that one."""
+        if key in Resources.__slots__:
+            raise AttributeError(f"'Resources' object attribute '{key}' is read-only")
+        object.__setattr__(self, key, value)  # (no other: AttributeError, as any slotted)
+
+    def __delattr__(self, key: str) -> None:
+        if key in Resources.__slots__:
+            raise AttributeError(f"'Resources' object attribute '{key}' is read-only")
+        object.__delattr__(self, key)
 
     def __setitem__(self, key: str, value: Any) -> None:
         values.resource_name(key, self._attr)  # (first: the guard's refusal names it too)
@@ -133,6 +149,11 @@ class Resources(dict[str, Any]):
 
     def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         return (dict, (dict(self),))  # plain dict across pickling
+
+
+#: `Resources`'s slots, set in C (its `Resources.__setattr__` refuses them).
+_SET_OWNER = Resources.__dict__["_owner"].__set__
+_SET_ATTR = Resources.__dict__["_attr"].__set__
 
 
 def _fill(obj: PbsObject, name: str, attrs: dict[str, Any]) -> None:

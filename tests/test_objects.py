@@ -1,4 +1,5 @@
 import pickle
+import weakref
 
 import pytest
 
@@ -238,5 +239,24 @@ def test_no_hook_object_has_an_attribute_of_its_own(cls):
     with pytest.raises(AttributeError, match=f"^'{cls.__name__}' object has no attribute '_x'"):
         obj._x = 1
     assert not hasattr(obj, "__dict__")
+    with pytest.raises(TypeError, match="weak reference"):  # (docs/plugin-authors.md)
+        weakref.ref(obj)
     obj.site_note = "x"
     assert obj.site_note == "x" and obj.changes() == {"site_note": "x"}
+
+
+@pytest.mark.parametrize("slot", ["_owner", "_attr"])
+def test_a_resource_mapping_stays_its_objects(slot):
+    """A resource mapping records each write on its own object and attribute: a hook's
+    assignment or deletion of the slots that name them (``_owner``, ``_attr``) is refused,
+    where it had a write to one vnode's mapping recorded on another vnode (or under
+    another attribute, checked as that one), and stored where the record did not say."""
+    vnode, other = Vnode("n0", {"resources_available": {"ncpus": 1}}), Vnode("n1", {})
+    mapping = vnode.resources_available
+    with pytest.raises(AttributeError, match=f"^'Resources' object attribute '{slot}'"):
+        setattr(mapping, slot, other if slot == "_owner" else "resources_assigned")
+    with pytest.raises(AttributeError, match=f"^'Resources' object attribute '{slot}'"):
+        delattr(mapping, slot)
+    mapping["ncpus"] = 7
+    assert vnode.changes() == {"resources_available": {"ncpus": 7}}
+    assert other.changes() == {}
