@@ -16,7 +16,7 @@ from pbsplug.engine.errors import PbsError
 from pbsplug.engine.home import Home
 from pbsplug.engine.server import Engine
 from pbsplug.engine.testing import LocalEngine, make_root, remove_root
-from pbsplug.objects import Job, Vnode
+from pbsplug.objects import Job, Resources, Vnode
 from pbsplug.sim.carried import Carried
 from pbsplug.sim.engine import EPOCH, Simulator, policy_settings
 from pbsplug.sim.machine import uniform
@@ -709,3 +709,193 @@ def test_an_item_moved_from_one_list_to_the_next_is_a_change():
     tags, jobs = vnode._attrs["tags"], vnode._attrs["jobs"]
     jobs.insert(0, tags.pop())
     assert carried.again() is None
+
+
+#: Each slot of a vnode's, and of a queued job's, object (`PbsObject`, `Job`).
+_VNODE_SLOTS = ("_name", "_attrs", "_changes", "_guard", "_read")
+_JOB_SLOTS = (*_VNODE_SLOTS, "_action", "_action_allowed")
+
+
+class DeletesASlot:
+    """A periodic hook that, at its first run, deletes one slot of the first vnode's
+    object, or of each queued job's (``object.__delattr__``, past the setters), and
+    notes at each later run what the first vnode and the queued jobs read as."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self, target, slot):
+        self.target, self.slot = target, slot
+        self.runs = 0
+        self.seen = []
+
+    @hookimpl
+    def periodic(self, event):
+        self.runs += 1
+        name = min(event.vnode_list)
+        if self.runs == 1:
+            victims = [event.vnode_list[name]] if self.target == "vnode" else \
+                list(event.job_list.values())
+            for obj in victims:
+                object.__delattr__(obj, self.slot)
+            return
+        vnode = event.vnode_list[name]
+        self.seen.append((vnode.name, vnode.state,
+                          sorted((j, job.name, job.job_state)
+                                 for j, job in event.job_list.items())))
+
+
+@pytest.mark.parametrize(("target", "slot"), [
+    *(("vnode", slot) for slot in _VNODE_SLOTS), *(("job", slot) for slot in _JOB_SLOTS)])
+def test_a_slot_a_hook_deleted_stops_no_replay(target, slot, register_plugin,
+                                               pbsplug_plugins, tmp_path, monkeypatch):
+    """One bad hook never stops the server: a slot a periodic hook deleted from a vnode
+    or a queued job is no error of the server's, and the next run gets that vnode or job
+    as a new one. A replay read the slot of the object it would carry, and its
+    AttributeError ended the replay."""
+    hook = DeletesASlot(target, slot)
+    register_plugin(hook, "deletes", isolation="inprocess", freq=3600)
+    guard_periodic_runs(monkeypatch, most=3)
+    sim = Simulator(uniform(1, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    with pytest.raises(RuntimeError, match="the replay goes on"):
+        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6), TraceJob("2", 2, 0.0, 1e6, 1, 1e6)])
+    assert hook.runs == 3
+    assert hook.seen == [("n0", "job-busy", [("2", "2", "Q")])] * 2
+
+
+class ChangesAListItKept(KeptFromAnEarlierRun):
+    """`KeptFromAnEarlierRun`, whose third run, after appending to the list it kept,
+    notes the vnode's tags and assigns them again (``vnode.tags = vnode.tags``); from its
+    fourth, it notes the vnode's tags."""
+
+    @hookimpl
+    def periodic(self, event):
+        if self.runs != 2:
+            super().periodic(event)
+            return
+        self.runs += 1
+        vnode = event.vnode_list[min(event.vnode_list)]
+        self.kept.append("b")
+        self.seen.append(list(vnode.tags))
+        vnode.tags = vnode.tags
+
+
+def test_a_list_a_hook_kept_from_an_earlier_run_is_no_later_runs(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """A list a hook read at one run (its copy of its own) is no part of a later run's
+    vnode, as the engine makes that afresh: what the hook does to it then is neither read
+    nor written back. A replay carried the vnode with the hook's copy in it, where the
+    hook's change to the list it kept was the vnode's tags at the next run, and its
+    assignment of them stored ["a", "b"]."""
+    hook = ChangesAListItKept()
+    register_plugin(hook, "kept", isolation="inprocess", freq=3600)
+    guard_periodic_runs(monkeypatch, most=4)
+    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    with pytest.raises(RuntimeError, match="the replay goes on"):
+        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    assert hook.runs == 4
+    assert hook.seen == [["a"], ["a"]]
+    assert sim.vnode_attrs["n0"]["tags"] == ["a"]
+
+
+class RepointsAMapping:
+    """A periodic hook that, at its first run, points the first vnode's
+    resources_available at the second vnode past the setters (its slot ``_owner``), and at
+    its second sets ncpus there."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.runs = 0
+
+    @hookimpl
+    def periodic(self, event):
+        self.runs += 1
+        first, second = sorted(event.vnode_list)[:2]
+        mapping = event.vnode_list[first].resources_available
+        if self.runs == 1:
+            object.__setattr__(mapping, "_owner", event.vnode_list[second])
+        else:
+            mapping["ncpus"] = 7
+
+
+def test_a_write_to_a_vnodes_mapping_lands_on_that_vnode(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """A resource mapping a hook pointed at another object at one run is no part of a
+    later run's vnode, made afresh as the engine makes it: a write there at a later run
+    is that vnode's. A replay carried the vnode, its mapping still pointed at the other
+    one, and gave the other the write."""
+    hook = RepointsAMapping()
+    register_plugin(hook, "repoints", isolation="inprocess", freq=3600)
+    guard_periodic_runs(monkeypatch, most=2)
+    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    with pytest.raises(RuntimeError, match="the replay goes on"):
+        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    assert hook.runs == 2
+    assert sim.vnode_attrs["n0"]["resources_available"]["ncpus"] == 7
+    assert sim.vnode_attrs["n1"]["resources_available"]["ncpus"] == 1
+
+
+class _OtherMapping(Resources):
+    __slots__ = ()
+
+
+def _repoint(vnode):
+    object.__setattr__(vnode._attrs["resources_available"], "_owner", Vnode("n1", {}))
+
+
+def _reattribute(vnode):
+    object.__setattr__(vnode._attrs["resources_available"], "_attr", "resources_assigned")
+
+
+def _retype(vnode):
+    vnode._attrs["resources_available"].__class__ = _OtherMapping
+
+
+class _LikeAMapping(dict):
+    __slots__ = ("_owner", "_attr")
+
+
+def _retype_past_the_slots(vnode):
+    vnode._attrs["resources_available"].__class__ = _LikeAMapping
+
+
+def _unown(vnode):
+    object.__delattr__(vnode._attrs["resources_available"], "_owner")
+
+
+def _add_anothers(vnode):
+    vnode._attrs["resources_assigned"] = Resources(Vnode("n1", {}), "resources_assigned")
+
+
+def _add_another_attributes(vnode):
+    vnode._attrs["resources_assigned"] = Resources(vnode, "resources_used")
+
+
+@pytest.mark.parametrize("mischief", [_repoint, _reattribute, _retype, _retype_past_the_slots,
+                                      _unown, _add_anothers, _add_another_attributes])
+def test_a_mapping_of_another_object_or_attribute_is_a_change(mischief):
+    """`Carried`: a resource mapping whose owner or attribute a hook changed past the
+    setters (its slots), or whose type it changed (``__class__``, to one its slots'
+    descriptors may not even apply to), is a change, as is a
+    mapping of another object's, or of another attribute's, added where none was set:
+    nothing of the kind is carried (a write there would land on the other)."""
+    vnode = Vnode("n0", {"state": "free", "resources_available": {"ncpus": 1}})
+    carried = Carried.of(vnode)
+    assert carried is not None
+    mischief(vnode)
+    assert carried.again() is None
+
+
+def test_an_unset_mapping_read_is_no_change():
+    """`Carried`: an unset resource attribute a hook read is an empty mapping of its own
+    added, which leaves the object as it was (taken out again: the engine's next object
+    has none)."""
+    vnode = Vnode("n0", {"state": "free", "resources_available": {"ncpus": 1}})
+    carried = Carried.of(vnode)
+    assert carried is not None
+    assert vnode.resources_assigned == {}
+    assert carried.again() is vnode
+    assert "resources_assigned" not in vnode
