@@ -34,6 +34,7 @@ PBSE_HOOKERROR = 15136
 PBS_OBJECT = "pbs_object"
 #: The slot holding an object's guard (`PbsObject._guard`), set directly on each vnode.
 _GUARD_SLOT = PbsObject._guard  # type: ignore[attr-defined]
+_ACTION_SLOT = Job._action_allowed  # type: ignore[attr-defined]
 
 # What happens to the request when a hook rejects it, or fails (exception or alarm).
 REFUSE = "refuse"      # the request is refused; nothing changes (qsub, qalter, qdel, ...)
@@ -383,11 +384,14 @@ class Event:
                 obj._guard = readonly
         # (Through the slot, not `PbsObject.__setattr__`: a replay's periodic event carries
         # a thousand vnodes and thousands of queued jobs.)
-        set_guard = _GUARD_SLOT.__set__
+        set_guard, set_allowed = _GUARD_SLOT.__set__, _ACTION_SLOT.__set__
         for vn in self.iter_vnodes():
             set_guard(vn, vnode_guard)
         for job in (self.job_list or {}).values():
             set_guard(job, readonly)
+            # (job.rerun() and job.delete() as on the event's own job: PBS gives them only
+            # in execution-host hooks; a server periodic's call raises, never dropped)
+            set_allowed(job, spec.host)
         if self.resv is not None:
             self.resv._guard = resv_guard
         for resv in (self.resv_list or {}).values():

@@ -172,10 +172,12 @@ def periodic(event: Event) -> None:
     ``resources_available`` and registered attributes), ``event.resv_list`` (read-only) and
     ``event.job_list`` (the queued jobs, read-only, with the scheduler's ``estimated``
     start_time and exec_vnode where it has them; pbsplug's addition, where a PBS hook runs
-    qselect and qstat). A vnode holding suspended jobs also carries ``suspended_jobs``,
-    their ids (pbsplug's addition, read-only): as PBS's server does, the engine releases a
-    suspended job's cpus, so its vnodes' ``jobs`` and ``resources_assigned`` no longer show
-    it, though its resume needs them. Vnode changes apply even when the hook rejects.
+    qselect and qstat; a job of it takes no ``job.rerun()`` nor ``job.delete()``, which
+    PBS gives only in MoM hooks: the call raises ``AttributeReadOnly``). A vnode holding
+    suspended jobs also carries ``suspended_jobs``, their ids (pbsplug's addition,
+    read-only): as PBS's server does, the engine releases a suspended job's cpus, so its
+    vnodes' ``jobs`` and ``resources_assigned`` no longer show it, though its resume needs
+    them. Vnode changes apply even when the hook rejects.
     What the server derives (``jobs``, ``resources_assigned``, ``resv``, ``suspended_jobs``,
     job-busy and the other derived states) a hook may write, no error, but the write is
     not kept, in a replay too. Reject: logged as ``periodic request rejected by '<hook>'``.

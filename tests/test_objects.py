@@ -69,6 +69,22 @@ def test_rerun_and_delete_only_on_the_execution_host():
         ev.job.delete()
 
 
+def test_a_periodic_job_list_job_takes_rerun_and_delete_only_on_the_host():
+    """A server periodic's queued jobs refuse job.rerun()/job.delete(), as the event's own
+    job does in a server event (PBS gives them only in MoM hooks): never taken and dropped.
+    An exechost_periodic's running jobs take them."""
+    ev = Event.from_dict("periodic", {"vnode_list": {}, "resv_list": {},
+                                      "job_list": {"1.s": {"job_state": "Q"}}})
+    for call in ("rerun", "delete"):
+        with pytest.raises(AttributeReadOnly, match=f"job.{call}.. is allowed only in "
+                           "execution-host events"):
+            getattr(ev.job_list["1.s"], call)()
+    ev = Event.from_dict("exechost_periodic", {"vnode_list": {},
+                                               "job_list": {"1.s": {"job_state": "R"}}})
+    ev.job_list["1.s"].rerun()
+    assert ev.job_list["1.s"].action == "rerun"
+
+
 def test_event_round_trip_through_plain_data():
     data = {"job": {"id": "3.s", "Resource_List": {"select": "1:ncpus=2"}},
             "vnode_list": {"n1": {"state": "free"}}, "vnode_list_fail": {},

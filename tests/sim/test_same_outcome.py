@@ -899,3 +899,66 @@ def test_an_unset_mapping_read_is_no_change():
     assert vnode.resources_assigned == {}
     assert carried.again() is vnode
     assert "resources_assigned" not in vnode
+
+
+class QueuedRerun:
+    """A periodic hook that asks a rerun, or a delete, of the first queued job, and notes
+    what the call did (the hook fails with what it raised)."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self, call: str):
+        self.call = call
+        self.raised: list[str] = []
+
+    @hookimpl
+    def periodic(self, event):
+        job = event.job_list[min(event.job_list)]
+        try:
+            getattr(job, self.call)()
+        except Exception as exc:
+            self.raised.append(f"{type(exc).__name__}: {exc}")
+            raise
+
+
+@pytest.mark.parametrize("call", ["rerun", "delete"])
+def test_a_periodic_hooks_rerun_of_a_queued_job_fails_it_on_the_engine_and_in_a_replay(
+        call, register_plugin, pbsplug_plugins, tmp_path, monkeypatch, caplog):
+    """PBS gives job.rerun() and job.delete() only in MoM hooks: a server periodic's call
+    on a job of its job_list (pbsplug's queued jobs) raises, the hook fails as for any
+    exception, and the job stays queued; on the engine and in a replay alike. Both took
+    the call, then dropped it: the hook was told nothing and the job was left as it was."""
+    hook = QueuedRerun(call)
+    register_plugin(hook, "asks", isolation="inprocess", freq=3600)
+    refused = f"AttributeReadOnly: job.{call}() is allowed only in execution-host events"
+    line = f"periodic hook 'asks' encountered an exception, request rejected: {refused}"
+
+    eng = Engine(Home(tmp_path / "home"), plugins=pbsplug_plugins)
+    try:
+        with eng.store.transaction() as st:
+            st.add_job(1, "1", {"job_state": "Q", "queue": "workq",
+                                "Resource_List": {"select": "1:ncpus=1"}}, None)
+        eng.periodic.run("periodic", "asks")
+        run = list(eng.runner.trace)[-1]
+        assert (run.outcome, run.message) == ("error", refused)
+        assert eng.store.job("1")["job_state"] == "Q"
+        logged = [r.getMessage() for r in caplog.records if r.name == "pbsplug.runner"]
+        assert logged[-1] == line
+    finally:
+        eng.runner.reap()
+        eng.close()
+    assert hook.raised == [refused]
+
+    hook.raised.clear()
+    guard_periodic_runs(monkeypatch, most=2)
+    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    with pytest.raises(RuntimeError, match="the replay goes on"):
+        # (two one-cpu hosts: the third job stays queued behind the first two)
+        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6), TraceJob("2", 2, 0.0, 1e6, 1, 1e6),
+                 TraceJob("3", 3, 0.0, 1e6, 1, 1e6)])
+    assert hook.raised == [refused] * 2
+    assert sim.summary.hooks.failed[("asks", "periodic")] == 2
+    assert sim.queued["3"].attrs["job_state"] == "Q"
+    logged = [r.getMessage() for r in caplog.records if r.name == "pbsplug.runner"]
+    assert logged[-2:] == [line] * 2
