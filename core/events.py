@@ -416,8 +416,10 @@ class Event:
     def take_changes(self) -> dict[str, Any]:
         """What hooks changed since the last call, as plain data:
         ``{"job": {attr: value}, "vnode_list": {name: {attr: value}}, "vnode": {...},
-        "resv": {...}, "progname": ..., "argv": [...], "env": {...}}``. Only keys with changes
-        appear; ``job["_action"]`` is ``rerun`` or ``delete`` after job.rerun()/job.delete()."""
+        "resv": {...}, "job_list": {id: {"_action": ...}}, "progname": ..., "argv": [...],
+        "env": {...}}``. Only keys with changes appear; ``job["_action"]`` is ``rerun`` or
+        ``delete`` after job.rerun()/job.delete(), and so is each ``job_list`` entry's (an
+        exechost_periodic hook's call on a job of its list)."""
         out: dict[str, Any] = {}
         for key in ("job", "vnode", "resv"):
             obj = getattr(self, key)
@@ -439,6 +441,15 @@ class Event:
                 vnodes.added.clear()
             if changed:
                 out[key] = changed
+        asked = {}
+        for name, job in (self.job_list or {}).items():
+            # (a job_list job is read-only: its one change is a job.rerun() or job.delete()
+            # in an execution-host event, exechost_periodic's)
+            action = job._changes.pop("_action", None)
+            if action is not None:
+                asked[name] = {"_action": action}
+        if asked:
+            out["job_list"] = asked
         state = self._launch_state()
         if state != self._launch_seen:
             out["progname"], out["argv"], out["env"] = (
@@ -467,6 +478,10 @@ class Event:
                     vn._changes.update(vn.to_dict())
                 else:
                     vnodes[name].apply_changes(attrs)
+        for name, asked in changes.get("job_list", {}).items():
+            if self.job_list is None or name not in self.job_list:
+                raise AttributeReadOnly(f"{self.type}: job_list has no job '{name}'")
+            self.job_list[name].apply_changes(asked)
         if "env" in changes:
             if self.type != "execjob_launch":
                 raise AttributeReadOnly(f"{self.type}: only execjob_launch changes the launch")

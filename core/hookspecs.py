@@ -347,8 +347,10 @@ def exechost_periodic(event: Event) -> None:
     """Every ``freq`` seconds on each execution host (default 120); runs never overlap.
 
     Carries ``event.vnode_list`` (this host's vnodes, writable) and ``event.job_list`` (the
-    jobs on this host, running or suspended; read-only). Vnode changes apply even when the
-    hook rejects. Reject: logged.
+    jobs on this host, running or suspended; read-only). ``job.rerun()`` on one of them
+    requeues it (killed, requeued whatever its Rerunable), ``job.delete()`` deletes it (a
+    qdel), as PBS's MoM does once the hook is over. Vnode changes and these calls apply
+    even when the hook rejects. Reject: logged.
     """
 
 

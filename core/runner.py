@@ -352,6 +352,8 @@ def unstorable(value: Any, where: str = "") -> str | None:
 _OBJECT_CHANGES = ("job", "vnode", "resv")
 _VNODE_CHANGES = ("vnode_list", "vnode_list_fail")
 _JOB_ACTIONS = ("rerun", "delete")
+#: A map of jobs (exechost_periodic's ``job_list``): each job's job.rerun() or job.delete().
+_JOB_LIST = "job_list"
 
 
 def _take(event: Event) -> tuple[dict[str, Any], str | None, str | None]:
@@ -379,6 +381,14 @@ def _take(event: Event) -> tuple[dict[str, Any], str | None, str | None]:
     for key, value in changes.items():
         if key in _OBJECT_CHANGES and type(value) is not dict:
             return {}, None, f"{key}: not a mapping of attributes"
+        if key == _JOB_LIST:
+            if type(value) is not dict:
+                return {}, None, f"{key}: not a mapping of jobs"
+            for name, asked in value.items():
+                if type(asked) is not dict or set(asked) != {"_action"} or \
+                        asked["_action"] not in _JOB_ACTIONS:
+                    return {}, None, f"{key}[{name}]: not a job.rerun() or job.delete()"
+            continue
         if key not in _VNODE_CHANGES:
             continue
         if type(value) is not dict:
@@ -403,6 +413,8 @@ def _merge(total: dict[str, Any], changes: Mapping[str, Any]) -> None:
     for key, value in changes.items():
         if key in _OBJECT_CHANGES:
             _merge_attrs(total.setdefault(key, {}), value)
+        elif key == _JOB_LIST:  # (each job's last job.rerun() or job.delete())
+            total.setdefault(key, {}).update(value)
         elif key in _VNODE_CHANGES:
             vnodes = total.setdefault(key, {})
             for name, attrs in value.items():
@@ -445,7 +457,7 @@ def _debug_objects(given: dict[str, Any], changes: Mapping[str, Any]) -> dict[st
     for key, value in total.items():
         if key in _OBJECT_CHANGES:
             total[key] = shown(value)
-        elif key in _VNODE_CHANGES and type(value) is dict:
+        elif key in _VNODE_CHANGES + (_JOB_LIST,) and type(value) is dict:
             total[key] = {name: shown(attrs) for name, attrs in value.items()}
     return total
 

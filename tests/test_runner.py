@@ -390,6 +390,29 @@ def test_job_actions_decide_the_consequence(tmp_path):
     assert (out.consequence, out.job_action) == ("ignore", "rerun")
 
 
+@pytest.mark.parametrize("mode", ["inprocess", "process"])
+def test_exechost_periodic_job_list_actions_reach_the_outcome(tmp_path, mode):
+    """job.rerun()/job.delete() on jobs of exechost_periodic's job_list are in the outcome
+    (``changes["job_list"]``), from the hook's process too; they were taken and dropped."""
+    class Periodic:
+        plugin_info = PluginInfo(events=("exechost_periodic",))
+
+        @hookimpl
+        def exechost_periodic(self, event):
+            event.job_list["1.s"].rerun()
+            event.job_list["2.s"].delete()
+            event.reject("asked")
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    plugins.site.plugins["p"] = PluginSite("p", enabled=True, attributes={"isolation": mode})
+    plugins.add("p", Periodic())
+    out = Runner(plugins).fire(Event.from_dict("exechost_periodic", {
+        "vnode_list": {}, "job_list": {j: {"job_state": "R"} for j in ("1.s", "2.s", "3.s")}}))
+    assert out.kind == "reject"
+    assert out.changes == {"job_list": {"1.s": {"_action": "rerun"},
+                                        "2.s": {"_action": "delete"}}}
+
+
 def test_trace_records_every_run(chain, tmp_path):
     runner = chain({"a": Hook(trail, order=1), "b": Hook(lambda e: e.reject("no"), order=2)})
     runner.trace_file = tmp_path / "trace.jsonl"

@@ -343,6 +343,10 @@ def _set(pbs: Any, pobj: Any, changes: Mapping[str, Any], types: Types) -> None:
                 pbs, attr, one_line(value) if isinstance(value, str) else value, types))
 
 
+#: What a hook may ask of a job of exechost_periodic's job_list.
+_JOB_ACTIONS = ("rerun", "delete")
+
+
 def apply_changes(pbs: Any, pevent: Any, changes: Mapping[str, Any], types: Types) -> None:
     """What the hook changed (`pbsplug.Event.take_changes`), set on PBS's own objects."""
     job_changes = dict(changes.get("job") or {})
@@ -352,6 +356,12 @@ def apply_changes(pbs: Any, pevent: Any, changes: Mapping[str, Any], types: Type
         _set(pbs, pjob, job_changes, types)
     if action and pjob is not None:
         getattr(pjob, action)()  # job.rerun() / job.delete()
+    pjobs = getattr(pevent, "job_list", None)
+    for job_id, asked in (changes.get("job_list") or {}).items():
+        # exechost_periodic's job.rerun() / job.delete() on a job of its list: PBS's MoM
+        # requeues or deletes the job once the hook is over
+        if pjobs is not None and job_id in pjobs and asked.get("_action") in _JOB_ACTIONS:
+            getattr(pjobs[job_id], asked["_action"])()
     for key in ("vnode_list", "vnode_list_fail"):
         pvnodes = getattr(pevent, key, None)
         for vname, vchanges in (changes.get(key) or {}).items():

@@ -9,7 +9,10 @@ first appears in the site config).
 Vnode changes a hook makes apply even when it rejects, and not when it fails (exception or
 alarm), as PBS does; each is written at once, and its modifyvnode hooks are told of it after,
 while the server serves (`Engine._set_node`), as are offline_vnodes' and the recovery's; one
-that leaves a vnode as it was (a comment set to what it is) is neither written nor told.
+that leaves a vnode as it was (a comment set to what it is) is neither written nor told. An
+exechost_periodic hook's ``job.rerun()`` and ``job.delete()`` on the jobs of its ``job_list``
+are kept and dropped alike (`Periodic._job_actions`). A server periodic's job_list
+(pbsplug's queued jobs) takes neither: the call raises, as PBS gives them only in MoM hooks.
 exechost_startup may add vnodes: they are created as the hook gave them. Its fail_action
 ``offline_vnodes`` marks this host's vnodes offline with PBS's comment;
 ``clear_vnodes_upon_recovery`` brings them back at the next start whose hooks all succeed.
@@ -118,3 +121,43 @@ class Periodic:
         if outcome.kind == "reject":
             eng.log(LOG_ADMIN, "Hook", hook, f"{event} request rejected by '{hook}'"
                     + (f": {outcome.detail}" if outcome.detail else ""))
+        if event == "exechost_periodic":
+            self._job_actions(hook, outcome.changes.get("job_list") or {}, set(jobs))
+
+    def _job_actions(self, hook: str, asked: dict[str, dict[str, str]],
+                     given: set[str]) -> None:
+        """The ``job.rerun()`` and ``job.delete()`` an exechost_periodic hook called on
+        jobs of its ``job_list`` (kept on a reject, dropped on an exception or an alarm,
+        as its vnode changes), done as PBS's MoM has its server do them: a rerun requeues
+        the job as a forced qrerun does (killed, requeued whatever its Rerunable, its
+        run_count kept for its next start), a delete ends it as a qdel does. The server
+        asks, not a user: neither is refused for permissions. One that cannot be done (the
+        job is suspended, or ended meanwhile) is logged, and the others still are."""
+        from .errors import PbsError
+        from .server import ROLE_MANAGER, Caller
+
+        eng = self.engine
+        server = Caller(0, ROLE_MANAGER)
+        for job_id in sorted(asked):
+            action = asked[job_id].get("_action")
+            if job_id not in given or action not in ("rerun", "delete"):
+                continue
+            problem, done = None, "requeued" if action == "rerun" else "deleted"
+            try:
+                if action == "rerun":
+                    eng.req_rerun(server, [job_id], force=True)
+                else:
+                    answer = eng.req_delete(server, [job_id])
+                    if isinstance(answer, list):
+                        problem = next((str(r["error"]["message"]) for r in answer
+                                        if "error" in r), None)
+                    else:  # (its execjob_preterm runs while the server serves)
+                        done = "being deleted: its execjob_preterm hooks run first"
+            except PbsError as err:
+                problem = err.message
+            if problem is not None:
+                eng.log(LOG_ADMIN, "Hook", hook, f"exechost_periodic hook '{hook}': "
+                        f"job.{action}() of {job_id} not done: {problem}")
+                continue
+            eng.log(LOG_ADMIN, "Hook", hook, f"exechost_periodic hook '{hook}': "
+                    f"job {job_id} {done}")

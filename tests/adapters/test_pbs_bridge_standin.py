@@ -151,3 +151,28 @@ def test_a_periodic_runs_vnodes_name_the_suspended_jobs_pbs_freed_them_of(tmp_pa
     with clock.use(lambda: NOW), pytest.raises(SystemExit):
         pbs_bridge.run(pbs, config)
     assert probe.seen == {"n1": ["3.srv", "4.srv"], "job_list": []}
+
+
+def test_exechost_periodics_rerun_and_delete_are_called_on_pbss_jobs():
+    """A plugin's job.rerun() / job.delete() on jobs of exechost_periodic's job_list reach
+    PBS's own jobs of ``e.job_list`` (its MoM then requeues or deletes them); the bridge
+    dropped them."""
+    from pbsplug.adapters import pbs_wire
+
+    called = []
+
+    class PbsJob:
+        def __init__(self, job_id):
+            self.job_id = job_id
+
+        def rerun(self):
+            called.append(("rerun", self.job_id))
+
+        def delete(self):
+            called.append(("delete", self.job_id))
+
+    pevent = SimpleNamespace(job=None, job_list={j: PbsJob(j) for j in ("1.s", "2.s", "3.s")})
+    pbs_wire.apply_changes(None, pevent, {"job_list": {
+        "1.s": {"_action": "rerun"}, "2.s": {"_action": "delete"},
+        "9.s": {"_action": "delete"}}}, None)
+    assert called == [("rerun", "1.s"), ("delete", "2.s")]

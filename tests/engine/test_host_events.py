@@ -78,6 +78,46 @@ def test_exechost_periodic_sees_the_running_jobs(dists, make_engine, engine_root
     engine.wait(job_id)
 
 
+def test_exechost_periodic_rerun_requeues_a_running_job_and_delete_ends_one(
+        dists, make_engine, engine_root):
+    """PBS's MoM requeues a job of exechost_periodic's job_list its hook called
+    job.rerun() on, and deletes one it called job.delete() on. The engine took both calls
+    and dropped them: the jobs ran on. The hook asks once for each job (a flag file per
+    job); `-r n` is requeued all the same, as PBS's forced requeue."""
+    flags = engine_root / "flags"
+    flags.mkdir()
+    engine = make_engine(plugin(dists, "reaper", f"""
+        import os
+
+        @hookimpl
+        def exechost_periodic(event):
+            for job_id, job in event.job_list.items():
+                flag = os.path.join({str(flags)!r}, job_id)
+                if os.path.exists(flag):
+                    call = open(flag).read()
+                    os.unlink(flag)
+                    getattr(job, call)()
+            event.reject("asked")  # (a reject keeps them, as it keeps vnode changes)
+        """, ("exechost_periodic",), freq=1))
+    again = engine.submit("sleep 300\n", Rerunable=False)
+    gone = engine.submit("sleep 300\n")
+    engine.wait(again, "R")
+    engine.wait(gone, "R")
+    (flags / again).write_text("rerun")
+    (flags / gone).write_text("delete")
+    attrs = until(lambda: (a := engine.job(again))["run_count"] == 2 and a["job_state"] == "R"
+                  and a, what="the job requeued and run again")
+    assert attrs["Rerunable"] is False
+    ended = engine.wait(gone)
+    assert ended["comment"].startswith("Job deleted")
+    assert not list(flags.iterdir())
+    log = engine.log()
+    assert f"exechost_periodic hook 'reaper': job {again} requeued" in log
+    assert f"exechost_periodic hook 'reaper': job {gone} deleted" in log
+    engine.client("delete", ids=[again], force=True)
+    engine.wait(again)
+
+
 def test_exechost_startup_adds_vnodes_and_recovers_offlined_ones(dists, make_engine,
                                                                  engine_root):
     flag = engine_root / "fail"
