@@ -402,7 +402,8 @@ class Job(PbsObject):
         return self._name
 
     def rerun(self) -> None:
-        """Requeue the job once the hook ends (execution-host events only)."""
+        """Requeue the job once the hook ends (execution-host events only); a
+        ``delete()`` on the same job wins."""
         self._set_action("rerun")
 
     def delete(self) -> None:
@@ -412,6 +413,8 @@ class Job(PbsObject):
     def _set_action(self, action: str) -> None:
         if not self._action_allowed:
             raise AttributeReadOnly(f"job.{action}() is allowed only in execution-host events")
+        if self._action == "delete":
+            return  # a delete() wins over a rerun(), before or after it, as in PBS's MoM
         object.__setattr__(self, "_action", action)
         self._changes["_action"] = action
 

@@ -413,8 +413,10 @@ def _merge(total: dict[str, Any], changes: Mapping[str, Any]) -> None:
     for key, value in changes.items():
         if key in _OBJECT_CHANGES:
             _merge_attrs(total.setdefault(key, {}), value)
-        elif key == _JOB_LIST:  # (each job's last job.rerun() or job.delete())
-            total.setdefault(key, {}).update(value)
+        elif key == _JOB_LIST:  # (each job's job.delete(), else its job.rerun())
+            jobs = total.setdefault(key, {})
+            for name, asked in value.items():
+                _merge_attrs(jobs.setdefault(name, {}), asked)
         elif key in _VNODE_CHANGES:
             vnodes = total.setdefault(key, {})
             for name, attrs in value.items():
@@ -438,6 +440,8 @@ def _merge_attrs(total: dict[str, Any], changes: Mapping[str, Any]) -> None:
                 total[attr] = {k: v for k, v in old.items() if v is not None}
         elif new and value is None:
             total.pop(attr, None)
+        elif attr == "_action" and old == "delete":
+            pass  # (a job.delete() wins over a job.rerun(), as in PBS's MoM)
         else:
             total[attr] = value
 

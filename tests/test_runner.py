@@ -413,6 +413,37 @@ def test_exechost_periodic_job_list_actions_reach_the_outcome(tmp_path, mode):
                                         "2.s": {"_action": "delete"}}}
 
 
+@pytest.mark.parametrize("mode", ["inprocess", "process"])
+def test_a_job_delete_wins_over_a_job_rerun(tmp_path, mode):
+    """job.delete() and job.rerun() on one job, in one plugin in either order or in two:
+    the delete, as PBS's MoM sends it (OpenPBS 23.06, measured). The last call won."""
+    class Deletes:
+        plugin_info = PluginInfo(events=("exechost_periodic",), order=1)
+
+        @hookimpl
+        def exechost_periodic(self, event):
+            event.job_list["1.s"].delete()
+            event.job_list["2.s"].delete()
+            event.job_list["2.s"].rerun()
+
+    class Reruns:
+        plugin_info = PluginInfo(events=("exechost_periodic",), order=2)
+
+        @hookimpl
+        def exechost_periodic(self, event):
+            event.job_list["1.s"].rerun()
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    for name, made in (("d", Deletes()), ("r", Reruns())):
+        plugins.site.plugins[name] = PluginSite(name, enabled=True,
+                                                attributes={"isolation": mode})
+        plugins.add(name, made)
+    out = Runner(plugins).fire(Event.from_dict("exechost_periodic", {
+        "vnode_list": {}, "job_list": {j: {"job_state": "R"} for j in ("1.s", "2.s")}}))
+    assert out.changes == {"job_list": {"1.s": {"_action": "delete"},
+                                        "2.s": {"_action": "delete"}}}
+
+
 def test_trace_records_every_run(chain, tmp_path):
     runner = chain({"a": Hook(trail, order=1), "b": Hook(lambda e: e.reject("no"), order=2)})
     runner.trace_file = tmp_path / "trace.jsonl"
