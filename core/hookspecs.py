@@ -347,10 +347,11 @@ def exechost_periodic(event: Event) -> None:
     """Every ``freq`` seconds on each execution host (default 120); runs never overlap.
 
     Carries ``event.vnode_list`` (this host's vnodes, writable) and ``event.job_list`` (the
-    jobs on this host, running or suspended; read-only). ``job.rerun()`` on one of them
-    requeues it (killed, requeued whatever its Rerunable), ``job.delete()`` deletes it (a
-    qdel), as PBS's MoM does once the hook is over. Vnode changes and these calls apply
-    even when the hook rejects. Reject: logged.
+    jobs on this host, running or suspended; read-only). ``job.rerun()`` or ``job.delete()``
+    on one of them kills nothing: as in PBS, the job runs on with Exit_status -18 (rerun)
+    or -19 (delete), and its own end requeues it (whatever its Rerunable) or ends it; a
+    delete wins over a rerun on one job. Vnode changes and these calls apply even when the
+    hook rejects. Reject: logged.
     """
 
 

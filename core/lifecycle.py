@@ -339,6 +339,16 @@ def walltime_exceeded(limit: int | None, elapsed: float) -> str | None:
     return over.comment if over else None
 
 
+#: The job's Exit_status once an exechost_periodic hook asked for its ``job.rerun()``
+#: (JOB_EXEC_HOOK_RERUN) or ``job.delete()`` (JOB_EXEC_HOOK_DELETE), while it runs on:
+#: PBS's server sets it on its MoM's request and acts at the job's own end.
+HOOK_ASKED_STATUS = {"rerun": -18, "delete": -19}
+#: The job's runtime key for that request: ``{"action": ..., "hook": ...}``.
+HOOK_ASKED = "hook_asked"
+#: PBS's log line as a job that an exechost_periodic hook asked to delete ends.
+HOOK_DELETED = "a hook requested for job to be deleted"
+
+
 def end_step(reason: str | None, hook_action: str | None) -> str:
     """After the end events: REQUEUE (an operator's qrerun, or a hook's job.rerun() unless
     the job was being deleted) or FINISH."""

@@ -358,8 +358,8 @@ def apply_changes(pbs: Any, pevent: Any, changes: Mapping[str, Any], types: Type
         getattr(pjob, action)()  # job.rerun() / job.delete()
     pjobs = getattr(pevent, "job_list", None)
     for job_id, asked in (changes.get("job_list") or {}).items():
-        # exechost_periodic's job.rerun() / job.delete() on a job of its list: PBS's MoM
-        # requeues or deletes the job once the hook is over
+        # exechost_periodic's job.rerun() / job.delete() on a job of its list, passed on
+        # (PBS kills nothing: its server marks the job, Exit_status -18/-19, and acts at its end)
         if pjobs is not None and job_id in pjobs and asked.get("_action") in _JOB_ACTIONS:
             getattr(pjobs[job_id], asked["_action"])()
     for key in ("vnode_list", "vnode_list_fail"):

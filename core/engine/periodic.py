@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import lifecycle
 from ..objects import Job, Reservation, Vnode
 from ..units import SUSPENDED_JOBS, jobs_by_vnode
-from .home import LOG_ADMIN
+from .home import LOG_ADMIN, LOG_SYSTEM
 
 if TYPE_CHECKING:
     from .server import Engine
@@ -128,36 +129,24 @@ class Periodic:
                      given: set[str]) -> None:
         """The ``job.rerun()`` and ``job.delete()`` an exechost_periodic hook called on
         jobs of its ``job_list`` (kept on a reject, dropped on an exception or an alarm,
-        as its vnode changes), done as PBS's MoM has its server do them: a rerun requeues
-        the job as a forced qrerun does (killed, requeued whatever its Rerunable, its
-        run_count kept for its next start), a delete ends it as a qdel does. The server
-        asks, not a user: neither is refused for permissions. One that cannot be done (the
-        job is suspended, or ended meanwhile) is logged, and the others still are."""
-        from .errors import PbsError
-        from .server import ROLE_MANAGER, Caller
-
+        as its vnode changes), recorded as PBS's server records its MoM's request
+        (OpenPBS 23.06, measured): nothing is killed, the job runs (or stays suspended)
+        on, its Exit_status shows the request (`lifecycle.HOOK_ASKED_STATUS`, -18 for a
+        rerun, -19 for a delete), and the job's own end carries it out (`lifecycle.end_step`:
+        requeued whatever its Rerunable, or ended). A later run's request replaces an
+        earlier one; the job's end hooks' own call, if any, wins at its end."""
         eng = self.engine
-        server = Caller(0, ROLE_MANAGER)
         for job_id in sorted(asked):
             action = asked[job_id].get("_action")
-            if job_id not in given or action not in ("rerun", "delete"):
+            if job_id not in given or action not in lifecycle.HOOK_ASKED_STATUS:
                 continue
-            problem, done = None, "requeued" if action == "rerun" else "deleted"
-            try:
-                if action == "rerun":
-                    eng.req_rerun(server, [job_id], force=True)
-                else:
-                    answer = eng.req_delete(server, [job_id])
-                    if isinstance(answer, list):
-                        problem = next((str(r["error"]["message"]) for r in answer
-                                        if "error" in r), None)
-                    else:  # (its execjob_preterm runs while the server serves)
-                        done = "being deleted: its execjob_preterm hooks run first"
-            except PbsError as err:
-                problem = err.message
-            if problem is not None:
-                eng.log(LOG_ADMIN, "Hook", hook, f"exechost_periodic hook '{hook}': "
-                        f"job.{action}() of {job_id} not done: {problem}")
-                continue
-            eng.log(LOG_ADMIN, "Hook", hook, f"exechost_periodic hook '{hook}': "
-                    f"job {job_id} {done}")
+            with eng.store.transaction() as st:
+                attrs = st.job(job_id)
+                if attrs is None or attrs.get("job_state") not in ("R", "E", "S"):
+                    continue  # (it ended meanwhile)
+                attrs["Exit_status"] = lifecycle.HOOK_ASKED_STATUS[action]
+                st.put_job(job_id, attrs)
+                st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
+                                        lifecycle.HOOK_ASKED: {"action": action,
+                                                               "hook": hook}})
+            eng.log(LOG_SYSTEM, "Node", eng.host, f"hook request {action} {job_id}")

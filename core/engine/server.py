@@ -4740,9 +4740,20 @@ class Engine:
                     ending: _Ending) -> None:
         """The end of a job whose processes ended, once its end hooks are over: requeued,
         or finished. Its ``end_reason`` is read again: a qdel -W force meanwhile
-        (`_delete_exiting`) has set it."""
+        (`_delete_exiting`) has set it. An exechost_periodic hook's request
+        (`lifecycle.HOOK_ASKED`, `periodic.Periodic._job_actions`) is carried out at the
+        job's own end only, and only when its end hooks asked for nothing."""
         assert ending.ended is not None
-        reason = (self.store.runtime(job_id) or {}).get("end_reason") or reason
+        runtime = self.store.runtime(job_id) or {}
+        reason = runtime.get("end_reason") or reason
+        asked = runtime.get(lifecycle.HOOK_ASKED)
+        if ending.action is None and asked and not reason:
+            # (an exechost_periodic hook's, kept till the job's own end: not one a qdel,
+            # a qrerun or a limit's kill ended)
+            ending.action, ending.asked_by = asked["action"], "exechost_periodic"
+            if asked["action"] == "delete":
+                self.log(LOG_ADMIN | LOG_JOB, "Job", job_id, lifecycle.HOOK_DELETED)
+                ending.ended.exit_status = lifecycle.HOOK_ASKED_STATUS["delete"]
         if lifecycle.end_step(reason, ending.action) == lifecycle.REQUEUE:
             attrs.pop("Exit_status", None)  # (the run's; the job is not over)
             self._requeue(job_id, attrs, lifecycle.end_comment(reason, ending.asked_by))

@@ -78,13 +78,15 @@ def test_exechost_periodic_sees_the_running_jobs(dists, make_engine, engine_root
     engine.wait(job_id)
 
 
-def test_exechost_periodic_rerun_requeues_a_running_job_and_delete_ends_one(
+def test_exechost_periodic_rerun_and_delete_act_at_the_jobs_own_end(
         dists, make_engine, engine_root):
-    """PBS's MoM requeues a job of exechost_periodic's job_list its hook called
-    job.rerun() on, and deletes one it called job.delete() on. The engine took both calls
-    and dropped them: the jobs ran on. The hook asks once for each job (a flag file per
-    job); `-r n` is requeued all the same, as PBS's forced requeue."""
-    flags = engine_root / "flags"
+    """PBS's MoM passes exechost_periodic's job.rerun() / job.delete() on a job of its
+    job_list to its server, which kills nothing: the job runs (or stays suspended) on, its
+    Exit_status -18 (rerun) or -19 (delete), and its own end requeues it (`-r n` all the
+    same) or ends it, failed, with Exit_status -19 (OpenPBS 23.06, measured). A delete()
+    and a rerun() on one job: the delete. The engine requeued or qdel'd the jobs at once.
+    The hook asks once for each job (a flag file per job, its calls in order)."""
+    flags, stop = engine_root / "flags", engine_root / "stop"
     flags.mkdir()
     engine = make_engine(plugin(dists, "reaper", f"""
         import os
@@ -94,28 +96,49 @@ def test_exechost_periodic_rerun_requeues_a_running_job_and_delete_ends_one(
             for job_id, job in event.job_list.items():
                 flag = os.path.join({str(flags)!r}, job_id)
                 if os.path.exists(flag):
-                    call = open(flag).read()
+                    calls = open(flag).read().split()
                     os.unlink(flag)
-                    getattr(job, call)()
+                    for call in calls:
+                        getattr(job, call)()
             event.reject("asked")  # (a reject keeps them, as it keeps vnode changes)
         """, ("exechost_periodic",), freq=1))
-    again = engine.submit("sleep 300\n", Rerunable=False)
-    gone = engine.submit("sleep 300\n")
-    engine.wait(again, "R")
-    engine.wait(gone, "R")
-    (flags / again).write_text("rerun")
-    (flags / gone).write_text("delete")
-    attrs = until(lambda: (a := engine.job(again))["run_count"] == 2 and a["job_state"] == "R"
-                  and a, what="the job requeued and run again")
+    host = next(iter(engine.client("stat_nodes")))
+    engine.pbs("qmgr", "-c", f"set node {host} resources_available.ncpus = 4")
+    script = f"while [ ! -e {stop} ]; do sleep 0.1; done\n"
+    again = engine.submit(script, Rerunable=False)
+    gone = engine.submit(script)
+    both = engine.submit(script)
+    held = engine.submit(script)
+    for job_id in (again, gone, both, held):
+        engine.wait(job_id, "R")
+    engine.client("signal", ids=[held], signal="suspend")
+    engine.wait(held, "S")
+    asked = {again: "rerun", gone: "delete", both: "delete rerun", held: "delete"}
+    for job_id, calls in asked.items():
+        (flags / job_id).write_text(calls)
+    until(lambda: not list(flags.iterdir()) and all(
+        f"hook request {c.split()[0]} {j}" in engine.log() for j, c in asked.items()),
+        what="the hook's requests")
+    for job_id, state, status in ((again, "R", -18), (gone, "R", -19), (both, "R", -19),
+                                  (held, "S", -19)):
+        attrs = engine.job(job_id)
+        assert (attrs["job_state"], attrs["Exit_status"], attrs["run_count"]) == (
+            state, status, 1), job_id
+    stop.write_text("")
+    engine.client("signal", ids=[held], signal="resume")
+    for job_id in (gone, both, held):
+        ended = engine.wait(job_id)
+        assert ended["Exit_status"] == -19, job_id
+        assert ended["comment"].endswith("and failed"), job_id
+    attrs = until(lambda: (a := engine.job(again))["run_count"] == 2 and a["job_state"] in
+                  ("R", "F") and a, what="the job requeued and run again")
     assert attrs["Rerunable"] is False
-    ended = engine.wait(gone)
-    assert ended["comment"].startswith("Job deleted")
-    assert not list(flags.iterdir())
     log = engine.log()
-    assert f"exechost_periodic hook 'reaper': job {again} requeued" in log
-    assert f"exechost_periodic hook 'reaper': job {gone} deleted" in log
-    engine.client("delete", ids=[again], force=True)
-    engine.wait(again)
+    for job_id in (gone, both, held):
+        assert f"Job;{job_id};a hook requested for job to be deleted" in log
+    assert f"hook request rerun {both}" not in log
+    engine.wait(again)  # (its next end is its own: the request was for one end)
+    assert engine.job(again)["Exit_status"] == 0
 
 
 def test_exechost_startup_adds_vnodes_and_recovers_offlined_ones(dists, make_engine,
