@@ -349,6 +349,16 @@ HOOK_ASKED = "hook_asked"
 HOOK_DELETED = "a hook requested for job to be deleted"
 
 
+def drop_hook_asked(attrs: dict[str, Any], runtime: Any) -> None:
+    """The Exit_status an exechost_periodic hook's request set (`HOOK_ASKED_STATUS`, the
+    request in `runtime`) removed from a job being requeued: the mark is the run's, not
+    its next's (any other Exit_status is left)."""
+    asked = runtime.get(HOOK_ASKED) if isinstance(runtime, dict) else None
+    if isinstance(asked, dict) and "Exit_status" in attrs and \
+            attrs["Exit_status"] == HOOK_ASKED_STATUS.get(str(asked.get("action"))):
+        del attrs["Exit_status"]
+
+
 def end_step(reason: str | None, hook_action: str | None) -> str:
     """After the end events: REQUEUE (an operator's qrerun, or a hook's job.rerun() unless
     the job was being deleted) or FINISH."""

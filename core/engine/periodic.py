@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from .. import lifecycle
 from ..objects import Job, Reservation, Vnode
 from ..units import SUSPENDED_JOBS, jobs_by_vnode
-from .home import LOG_ADMIN, LOG_SYSTEM
+from .home import LOG_ADMIN, LOG_ERROR, LOG_SYSTEM
+from .store import StoreWriteError
 
 if TYPE_CHECKING:
     from .server import Engine
@@ -134,19 +135,25 @@ class Periodic:
         on, its Exit_status shows the request (`lifecycle.HOOK_ASKED_STATUS`, -18 for a
         rerun, -19 for a delete), and the job's own end carries it out (`lifecycle.end_step`:
         requeued whatever its Rerunable, or ended). A later run's request replaces an
-        earlier one; the job's end hooks' own call, if any, wins at its end."""
+        earlier one; the job's end hooks' own call, if any, wins at its end. One that cannot
+        be recorded (a full disk) is logged and dropped; the others, and the poll, go on."""
         eng = self.engine
         for job_id in sorted(asked):
             action = asked[job_id].get("_action")
             if job_id not in given or action not in lifecycle.HOOK_ASKED_STATUS:
                 continue
-            with eng.store.transaction() as st:
-                attrs = st.job(job_id)
-                if attrs is None or attrs.get("job_state") not in ("R", "E", "S"):
-                    continue  # (it ended meanwhile)
-                attrs["Exit_status"] = lifecycle.HOOK_ASKED_STATUS[action]
-                st.put_job(job_id, attrs)
-                st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
-                                        lifecycle.HOOK_ASKED: {"action": action,
-                                                               "hook": hook}})
+            try:
+                with eng.store.transaction() as st:
+                    attrs = st.job(job_id)
+                    if attrs is None or attrs.get("job_state") not in ("R", "E", "S"):
+                        continue  # (it ended meanwhile)
+                    attrs["Exit_status"] = lifecycle.HOOK_ASKED_STATUS[action]
+                    st.put_job(job_id, attrs)
+                    st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
+                                            lifecycle.HOOK_ASKED: {"action": action,
+                                                                   "hook": hook}})
+            except StoreWriteError as exc:  # (a full disk: the others, and the poll, go on)
+                eng.log(LOG_ERROR, "Hook", hook, f"exechost_periodic hook '{hook}': "
+                        f"job.{action}() of {job_id}: request not recorded: {exc.message}")
+                continue
             eng.log(LOG_SYSTEM, "Node", eng.host, f"hook request {action} {job_id}")

@@ -4266,17 +4266,27 @@ class Engine:
         self.aborts_run.discard(job_id)
 
     def _requeue(self, job_id: str, attrs: dict[str, Any], comment: str,
-                 record: bool = True) -> None:
+                 record: bool = True, run_status: int | None = None) -> None:
         """The run is over and the job goes back to its queue: its next run starts clean,
         as PBS's MoM purges a job at the end of each run. Of its runtime only what was
         submitted stays (`_submitted_runtime`): a qrerun's ``end_reason`` kept would requeue
         every later run again, and the processes ``attached`` to this run are not the
         next's. Its per-run files go too (`_remove_run_files`). Its R record unless not
         `record` (a run with no S: its begin hooks refused it, or were given up for the
-        server's stop), written once the requeue is: a requeue whose write fails (a full
-        disk) is tried again, and a record written before it would be written twice."""
+        server's stop), with `run_status` as its Exit_status when given (an
+        exechost_periodic hook's rerun at the job's own end: the run's, as in PBS), written
+        once the requeue is: a requeue whose write fails (a full disk) is tried again, and a
+        record written before it would be written twice. An exechost_periodic hook's
+        request (`lifecycle.HOOK_ASKED`) is dropped with its Exit_status mark (-18, -19),
+        whatever requeues the job (a lost job's, a failed start's): the R record then has
+        the requeue's own status."""
         self._stop_chain(job_id)
-        ran = copy.deepcopy(attrs) if record else None  # (the run's, as it ended)
+        lifecycle.drop_hook_asked(attrs, self.store.runtime(job_id))
+        ran = None  # (the run's, as it ended)
+        if record:
+            ran = copy.deepcopy(attrs)
+            if run_status is not None:
+                ran["Exit_status"] = run_status
         lifecycle.requeued(attrs, comment, int(self.clock()))
         with self.store.transaction() as st:
             runtime = st.runtime(job_id)
@@ -4747,18 +4757,24 @@ class Engine:
         runtime = self.store.runtime(job_id) or {}
         reason = runtime.get("end_reason") or reason
         asked = runtime.get(lifecycle.HOOK_ASKED)
+        run_status = None  # (the R record's, for a periodic hook's rerun: the run's own)
         if ending.action is None and asked and not reason:
             # (an exechost_periodic hook's, kept till the job's own end: not one a qdel,
             # a qrerun or a limit's kill ended)
             ending.action, ending.asked_by = asked["action"], "exechost_periodic"
             if asked["action"] == "delete":
-                self.log(LOG_ADMIN | LOG_JOB, "Job", job_id, lifecycle.HOOK_DELETED)
                 ending.ended.exit_status = lifecycle.HOOK_ASKED_STATUS["delete"]
+            else:
+                run_status = ending.ended.exit_status
         if lifecycle.end_step(reason, ending.action) == lifecycle.REQUEUE:
             attrs.pop("Exit_status", None)  # (the run's; the job is not over)
-            self._requeue(job_id, attrs, lifecycle.end_comment(reason, ending.asked_by))
+            self._requeue(job_id, attrs, lifecycle.end_comment(reason, ending.asked_by),
+                          run_status=run_status)
         else:
             self._finish_over(job_id, reason, attrs, ending)
+            if ending.asked_by == "exechost_periodic":  # (once its end is written: a full
+                # disk's retry at a later poll says it again else)
+                self.log(LOG_ADMIN | LOG_JOB, "Job", job_id, lifecycle.HOOK_DELETED)
 
     def _ending(self, job_id: str, attrs: dict[str, Any], ended: executor.JobExit,
                 then: Callable[[dict[str, Any], _Ending], None],

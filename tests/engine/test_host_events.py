@@ -133,6 +133,10 @@ def test_exechost_periodic_rerun_and_delete_act_at_the_jobs_own_end(
     attrs = until(lambda: (a := engine.job(again))["run_count"] == 2 and a["job_state"] in
                   ("R", "F") and a, what="the job requeued and run again")
     assert attrs["Rerunable"] is False
+    # its R record has its run's own Exit_status, as PBS's (not -16, a hook's requeue's)
+    from .conftest import accounting_records
+    assert "Exit_status=0 " in next(line for line in accounting_records(engine).splitlines()
+                                    if f";R;{again};" in line)
     log = engine.log()
     for job_id in (gone, both, held):
         assert f"Job;{job_id};a hook requested for job to be deleted" in log
@@ -233,3 +237,117 @@ def test_a_periodic_hook_moves_no_busy_vnode_to_another_partition(dists, make_en
     engine.wait(job_id)
     until(lambda: engine.client("stat_nodes")[vnode].get("partition") == "P9",
           what="the idle vnode moved")
+
+
+def _reaper(dists, flags):
+    """An exechost_periodic plugin that calls, on each job of its job_list with a flag file
+    in `flags`, the calls the file names (once: the file goes)."""
+    return plugin(dists, "reaper", f"""
+        import os
+
+        @hookimpl
+        def exechost_periodic(event):
+            for job_id, job in event.job_list.items():
+                flag = os.path.join({str(flags)!r}, job_id)
+                if os.path.exists(flag):
+                    calls = open(flag).read().split()
+                    os.unlink(flag)
+                    for call in calls:
+                        getattr(job, call)()
+        """, ("exechost_periodic",), freq=1)
+
+
+def test_a_lost_job_requeued_drops_the_hooks_request_and_its_exit_status(
+        dists, make_engine, engine_root):
+    """A job an exechost_periodic hook asked to rerun (Exit_status -18), its shepherd lost
+    at a restart, is requeued as any lost job: without the hook's mark (the job queued
+    showed Exit_status -18), its R record with PBS's -11 (it had -18), and its next run
+    ends as its own (its request was for the lost run's end)."""
+    from .conftest import accounting_records, shepherds_gone
+
+    flags = engine_root / "flags"
+    flags.mkdir()
+    engine = make_engine(_reaper(dists, flags))
+    job_id = engine.submit("sleep 300\n")
+    engine.wait(job_id, "R")
+    (flags / job_id).write_text("rerun")
+    until(lambda: engine.job(job_id).get("Exit_status") == -18, what="the hook's request")
+    engine.kill()
+    shepherds_gone(engine, [job_id])
+    engine.start()
+    attrs = until(lambda: (a := engine.job(job_id))["run_count"] == 2 and a,
+                  what="the lost job requeued and run again")
+    assert "Exit_status" not in attrs
+    assert "Exit_status=-11" in next(line for line in accounting_records(engine).splitlines()
+                                     if f";R;{job_id};" in line)
+    engine.client("delete", ids=[job_id], force=True)
+    engine.wait(job_id)
+
+
+def _held_marked_running(eng) -> str:
+    """A job submitted held to the in-process `eng`, stored R (it runs nowhere)."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    job_id = eng.req_submit(Caller(0, ROLE_MANAGER), {"Hold_Types": "u"}, "true\n")
+    with eng.store.transaction() as st:
+        st.put_job(job_id, {**st.job(job_id), "job_state": "R"})
+    return job_id
+
+
+def test_a_periodic_hooks_request_that_cannot_be_written_is_logged_and_the_rest_go_on(
+        inprocess_engine, monkeypatch):
+    """A job.rerun() whose request cannot be written (a full disk) is logged, and the next
+    job's request is written: the StoreWriteError escaped the poll, losing the rest."""
+    from pbsplug.engine.store import StoreWriteError
+
+    eng = inprocess_engine
+    ids = [_held_marked_running(eng) for _ in range(2)]
+    real, calls = eng.store.transaction, []
+
+    def transaction(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise StoreWriteError("database or disk is full")
+        return real(*args, **kwargs)
+
+    said: list[str] = []
+    monkeypatch.setattr(eng.store, "transaction", transaction)
+    monkeypatch.setattr(eng, "log", lambda *args: said.append(args[-1]))
+    eng.periodic._job_actions("reaper", {j: {"_action": "rerun"} for j in ids}, set(ids))
+    assert eng.store.job(ids[1])["Exit_status"] == -18
+    assert "Exit_status" not in eng.store.job(ids[0])
+    assert said == [f"exechost_periodic hook 'reaper': job.rerun() of {ids[0]}: request "
+                    "not recorded: System error: database or disk is full",
+                    f"hook request rerun {ids[1]}"]
+
+
+def test_a_hook_asked_delete_is_logged_once_when_its_end_is_written_later(
+        inprocess_engine, monkeypatch):
+    """'a hook requested for job to be deleted' is said once the job's end is written: a
+    full disk at its write, tried again at the next poll, said it twice."""
+    from pbsplug import lifecycle
+    from pbsplug.engine import executor
+    from pbsplug.engine.server import _Ending
+    from pbsplug.engine.store import StoreWriteError
+
+    eng = inprocess_engine
+    job_id = _held_marked_running(eng)
+    with eng.store.transaction() as st:
+        st.set_runtime(job_id, {lifecycle.HOOK_ASKED: {"action": "delete", "hook": "h"}})
+    said, tries = [], []
+    monkeypatch.setattr(eng, "log", lambda *args: said.append(args[-1]))
+
+    def finish_over(*args, **kwargs):
+        tries.append(1)
+        if len(tries) == 1:
+            raise StoreWriteError("database or disk is full")
+
+    monkeypatch.setattr(eng, "_finish_over", finish_over)
+    for _ in range(2):
+        ending = _Ending(executor.JobExit(0, 0, 0, 0), {}, {}, lambda *a: None)
+        try:
+            eng._ended_over(job_id, None, {"job_state": "R"}, ending)
+        except StoreWriteError:
+            pass
+        assert ending.ended is not None and ending.ended.exit_status == -19
+    assert said.count(lifecycle.HOOK_DELETED) == 1
