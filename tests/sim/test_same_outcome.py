@@ -134,6 +134,19 @@ def test_one_plugin_has_the_same_outcome_on_the_engine_and_in_the_simulator(
 DERIVED = ("jobs", "resv", "suspended_jobs")
 
 
+def _stopped_replay(pbsplug_plugins, tmp_path, monkeypatch, *, runs: int, hosts: int,
+                    jobs: int) -> Simulator:
+    """A replay, with the registered plugins, of `jobs` one-cpu jobs of a million seconds
+    (ids 1, 2...) all submitted at 0 on `hosts` one-cpu hosts, stopped at its periodic run
+    after the `runs`-th (`guard_periodic_runs`)."""
+    guard_periodic_runs(monkeypatch, most=runs)
+    sim = Simulator(uniform(hosts, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
+    with pytest.raises(RuntimeError, match="the replay goes on"):
+        sim.run([TraceJob(str(i), i, 0.0, 1e6, 1, 1e6) for i in range(1, jobs + 1)])
+    return sim
+
+
 class DerivedWriter:
     """A periodic hook that notes what the first vnode (by name) reads for each of
     `DERIVED`, then writes each of them."""
@@ -178,11 +191,7 @@ def test_a_hooks_write_to_a_vnodes_derived_attributes_is_dropped_on_the_engine_a
     assert not set(DERIVED) & set(stored[name])
 
     hook.seen.clear()
-    guard_periodic_runs(monkeypatch, most=3)
-    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
-                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
-    with pytest.raises(RuntimeError, match="the replay goes on"):
-        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    sim = _stopped_replay(pbsplug_plugins, tmp_path, monkeypatch, runs=3, hosts=2, jobs=1)
     assert len(hook.seen) >= 2 and all(seen == hook.seen[0] for seen in hook.seen)
     # (n0 holds job 1 on its cpu: the engine's would list it so)
     assert hook.seen[0] == {"jobs": ["1/0"], "resv": None, "suspended_jobs": None}
@@ -429,11 +438,7 @@ def test_a_hooks_write_past_the_setters_reaches_no_later_event_on_the_engine_nor
 
     hook.seen.clear()
     hook.others.clear()
-    guard_periodic_runs(monkeypatch, most=3)
-    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
-                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
-    with pytest.raises(RuntimeError, match="the replay goes on"):
-        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    _stopped_replay(pbsplug_plugins, tmp_path, monkeypatch, runs=3, hosts=2, jobs=1)
     assert len(hook.seen) >= 3 and hook.seen == [1] * len(hook.seen)
     # (an object nothing changed is carried again: the power plugin keeps what it read of
     # each, docs/plugin-authors.md)
@@ -487,13 +492,8 @@ def test_a_hooks_write_past_the_setters_of_another_type_reaches_no_later_run(
     hook = PastTheSettersTyped()
     register_plugin(hook, "typed", isolation="inprocess", freq=3600)
     Nasty.compared = 0
-    guard_periodic_runs(monkeypatch, most=6)
-    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
-                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
-    with pytest.raises(RuntimeError, match="the replay goes on"):
-        # (two one-cpu hosts: the third job stays queued behind the first two)
-        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6), TraceJob("2", 2, 0.0, 1e6, 1, 1e6),
-                 TraceJob("3", 3, 0.0, 1e6, 1, 1e6)])
+    # (two one-cpu hosts: the third job stays queued behind the first two)
+    _stopped_replay(pbsplug_plugins, tmp_path, monkeypatch, runs=6, hosts=2, jobs=3)
     assert len(hook.seen) >= 4 and hook.seen == [("int", 1)] * len(hook.seen)
     assert hook.jobs == [1] * len(hook.seen)
     assert Nasty.compared == 0
@@ -524,11 +524,7 @@ def test_a_vnode_a_hook_only_read_is_carried_to_the_next_run(
     plugin, which keeps what it read of each object, read them all again)."""
     hook = ReadsOnly()
     register_plugin(hook, "reads", isolation="inprocess", freq=3600)
-    guard_periodic_runs(monkeypatch, most=3)
-    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
-                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
-    with pytest.raises(RuntimeError, match="the replay goes on"):
-        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    _stopped_replay(pbsplug_plugins, tmp_path, monkeypatch, runs=3, hosts=2, jobs=1)
     assert len(hook.got) == 3
     for later in hook.got[1:]:
         assert all(later[name] is hook.got[0][name] for name in later)
@@ -624,11 +620,7 @@ def test_what_a_hook_does_to_an_earlier_runs_object_is_no_change_of_a_later_run(
     later run, which it applied."""
     hook = KeptFromAnEarlierRun()
     register_plugin(hook, "kept", isolation="inprocess", freq=3600)
-    guard_periodic_runs(monkeypatch, most=5)
-    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
-                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
-    with pytest.raises(RuntimeError, match="the replay goes on"):
-        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    _stopped_replay(pbsplug_plugins, tmp_path, monkeypatch, runs=5, hosts=2, jobs=1)
     assert hook.runs == 5
     assert hook.seen == [["a"], ["a"]]
 
@@ -754,11 +746,7 @@ def test_a_slot_a_hook_deleted_stops_no_replay(target, slot, register_plugin,
     AttributeError ended the replay."""
     hook = DeletesASlot(target, slot)
     register_plugin(hook, "deletes", isolation="inprocess", freq=3600)
-    guard_periodic_runs(monkeypatch, most=3)
-    sim = Simulator(uniform(1, 1, "test"), Sink(), plugins=pbsplug_plugins,
-                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
-    with pytest.raises(RuntimeError, match="the replay goes on"):
-        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6), TraceJob("2", 2, 0.0, 1e6, 1, 1e6)])
+    _stopped_replay(pbsplug_plugins, tmp_path, monkeypatch, runs=3, hosts=1, jobs=2)
     assert hook.runs == 3
     assert hook.seen == [("n0", "job-busy", [("2", "2", "Q")])] * 2
 
@@ -789,11 +777,7 @@ def test_a_list_a_hook_kept_from_an_earlier_run_is_no_later_runs(
     assignment of them stored ["a", "b"]."""
     hook = ChangesAListItKept()
     register_plugin(hook, "kept", isolation="inprocess", freq=3600)
-    guard_periodic_runs(monkeypatch, most=4)
-    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
-                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
-    with pytest.raises(RuntimeError, match="the replay goes on"):
-        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    sim = _stopped_replay(pbsplug_plugins, tmp_path, monkeypatch, runs=4, hosts=2, jobs=1)
     assert hook.runs == 4
     assert hook.seen == [["a"], ["a"]]
     assert sim.vnode_attrs["n0"]["tags"] == ["a"]
@@ -828,11 +812,7 @@ def test_a_write_to_a_vnodes_mapping_lands_on_that_vnode(
     one, and gave the other the write."""
     hook = RepointsAMapping()
     register_plugin(hook, "repoints", isolation="inprocess", freq=3600)
-    guard_periodic_runs(monkeypatch, most=2)
-    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
-                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
-    with pytest.raises(RuntimeError, match="the replay goes on"):
-        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6)])
+    sim = _stopped_replay(pbsplug_plugins, tmp_path, monkeypatch, runs=2, hosts=2, jobs=1)
     assert hook.runs == 2
     assert sim.vnode_attrs["n0"]["resources_available"]["ncpus"] == 7
     assert sim.vnode_attrs["n1"]["resources_available"]["ncpus"] == 1
@@ -950,13 +930,8 @@ def test_a_periodic_hooks_rerun_of_a_queued_job_fails_it_on_the_engine_and_in_a_
     assert hook.raised == [refused]
 
     hook.raised.clear()
-    guard_periodic_runs(monkeypatch, most=2)
-    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
-                    policy=policy_settings("pbs"), workdir=tmp_path / "work")
-    with pytest.raises(RuntimeError, match="the replay goes on"):
-        # (two one-cpu hosts: the third job stays queued behind the first two)
-        sim.run([TraceJob("1", 1, 0.0, 1e6, 1, 1e6), TraceJob("2", 2, 0.0, 1e6, 1, 1e6),
-                 TraceJob("3", 3, 0.0, 1e6, 1, 1e6)])
+    # (two one-cpu hosts: the third job stays queued behind the first two)
+    sim = _stopped_replay(pbsplug_plugins, tmp_path, monkeypatch, runs=2, hosts=2, jobs=3)
     assert hook.raised == [refused] * 2
     assert sim.summary.hooks.failed[("asks", "periodic")] == 2
     assert sim.queued["3"].attrs["job_state"] == "Q"
