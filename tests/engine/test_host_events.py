@@ -88,20 +88,8 @@ def test_exechost_periodic_rerun_and_delete_act_at_the_jobs_own_end(
     The hook asks once for each job (a flag file per job, its calls in order)."""
     flags, stop = engine_root / "flags", engine_root / "stop"
     flags.mkdir()
-    engine = make_engine(plugin(dists, "reaper", f"""
-        import os
-
-        @hookimpl
-        def exechost_periodic(event):
-            for job_id, job in event.job_list.items():
-                flag = os.path.join({str(flags)!r}, job_id)
-                if os.path.exists(flag):
-                    calls = open(flag).read().split()
-                    os.unlink(flag)
-                    for call in calls:
-                        getattr(job, call)()
-            event.reject("asked")  # (a reject keeps them, as it keeps vnode changes)
-        """, ("exechost_periodic",), freq=1))
+    # (the hook rejects: a reject keeps its calls, as it keeps its vnode changes)
+    engine = make_engine(_reaper(dists, flags, reject=True))
     host = next(iter(engine.client("stat_nodes")))
     engine.pbs("qmgr", "-c", f"set node {host} resources_available.ncpus = 4")
     script = f"while [ ! -e {stop} ]; do sleep 0.1; done\n"
@@ -239,9 +227,9 @@ def test_a_periodic_hook_moves_no_busy_vnode_to_another_partition(dists, make_en
           what="the idle vnode moved")
 
 
-def _reaper(dists, flags):
+def _reaper(dists, flags, reject=False):
     """An exechost_periodic plugin that calls, on each job of its job_list with a flag file
-    in `flags`, the calls the file names (once: the file goes)."""
+    in `flags`, the calls the file names (once: the file goes); then rejects if `reject`."""
     return plugin(dists, "reaper", f"""
         import os
 
@@ -254,6 +242,8 @@ def _reaper(dists, flags):
                     os.unlink(flag)
                     for call in calls:
                         getattr(job, call)()
+            if {reject!r}:
+                event.reject("asked")
         """, ("exechost_periodic",), freq=1)
 
 
