@@ -399,9 +399,10 @@ class SlurmCluster:
                          check=False)
 
     def cancel_all(self) -> None:
-        # (by %A, each record's own job id: %i names a pending array's leftover tasks
-        # 7_[2-5%1], which scancel does not take, and that array's running task lived on)
-        out = sorted(set(self.run("/usr/bin/squeue", "-h", "-o", "%A",
+        # (by %F, an array's base id, which cancels its every task, else the job's id: %i
+        # names a pending array's leftover tasks 7_[2-5%1], which scancel does not take, and
+        # 22.05 refuses an array task's own id, %A's, "invalid JobId")
+        out = sorted(set(self.run("/usr/bin/squeue", "-h", "-o", "%F",
                                   check=False).stdout.split()))
         if out:
             self.run("/usr/bin/scancel", *out, check=False)

@@ -109,8 +109,9 @@ def shepherds_gone(engine: LocalEngine, job_ids: list[str]) -> None:
     try:
         for job_id in job_ids:
             launch = executor.Launch(**store.runtime(job_id)["launch"])
-            pgid = launch.resolve(wait=5.0)  # as its shepherd recorded it
-            assert pgid > 0
+            # (as its shepherd recorded it; resolve waits for no record of a launch read
+            # back from the store, and a loaded machine can show R before the record)
+            pgid = until(launch.resolve, 30, f"{job_id}'s shepherd to record its group")
             # The shepherd first: killed second, it could record the job's death as an exit.
             os.kill(launch.shepherd, signal.SIGKILL)
             os.killpg(pgid, signal.SIGKILL)
