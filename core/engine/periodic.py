@@ -149,9 +149,8 @@ class Periodic:
                         continue  # (it ended meanwhile)
                     attrs["Exit_status"] = lifecycle.HOOK_ASKED_STATUS[action]
                     st.put_job(job_id, attrs)
-                    st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
-                                            lifecycle.HOOK_ASKED: {"action": action,
-                                                                   "hook": hook}})
+                    st.merge_runtime(job_id, **{lifecycle.HOOK_ASKED: {"action": action,
+                                                                       "hook": hook}})
             except StoreWriteError as exc:  # (a full disk: the others, and the poll, go on)
                 eng.log(LOG_ERROR, "Hook", hook, f"exechost_periodic hook '{hook}': "
                         f"job.{action}() of {job_id}: request not recorded: {exc.message}")

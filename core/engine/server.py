@@ -3146,8 +3146,7 @@ class Engine:
         attrs = {k: v for k, v in new.items() if k != "name"}
         if attrs == strip and not made:
             return
-        if attrs.get("state") != strip.get("state"):
-            attrs["last_state_change_time"] = int(self.clock())
+        self._stamp_state_change(strip, attrs)
         with self.store.transaction() as st:
             st.put("node", name, attrs)
         self.vnode_written(name)
@@ -3225,24 +3224,30 @@ class Engine:
                  f"{_one_line(str(exc))}")
 
     def _noticed(self, notice: _Notice, outcome: Outcome) -> None:
+        self._log_vnode_reject(notice.name, outcome)
+
+    def _log_vnode_reject(self, name: str, outcome: Outcome) -> None:
+        """A modifyvnode reject logged (not one the server's stop gave up)."""
         if not outcome.accepted and not stopped(outcome, self.stopping):
-            self.log(LOG_ADMIN, "Node", notice.name,
-                     f"modifyvnode hook rejected: {outcome.message}")
+            self.log(LOG_ADMIN, "Node", name, f"modifyvnode hook rejected: {outcome.message}")
 
     def modifyvnode_objects(self, name: str, old: dict[str, Any], new: dict[str, Any]
                             ) -> dict[str, Any]:
         """modifyvnode's objects for vnode `name`'s change from `old` to `new` (its
         last_state_change_time set in `new` when its state changes)."""
+        self._stamp_state_change(old, new)
+        return {"vnode": Vnode(name, new), "vnode_o": Vnode(name, old)}
+
+    def _stamp_state_change(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """`new`'s last_state_change_time the clock's when its state is not `old`'s."""
         if new.get("state") != old.get("state"):
             new["last_state_change_time"] = int(self.clock())
-        return {"vnode": Vnode(name, new), "vnode_o": Vnode(name, old)}
 
     def vnode_judged(self, name: str, new: dict[str, Any], outcome: Outcome,
                      caller: Caller) -> dict[str, Any]:
         """What is stored of vnode `name` after its modifyvnode `outcome` (`vnode_steps`)."""
         refuse_if_stopped(outcome, self.stopping, name)
-        if not outcome.accepted and not stopped(outcome, self.stopping):
-            self.log(LOG_ADMIN, "Node", name, f"modifyvnode hook rejected: {outcome.message}")
+        self._log_vnode_reject(name, outcome)
         attrs = self._after_hooks(new, outcome, "vnode")
         attrs.pop("name", None)
         return attrs
