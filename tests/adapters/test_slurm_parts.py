@@ -144,6 +144,16 @@ def test_a_heterogeneous_jobs_part_0_and_an_arrays_last_task_are_read_alone(tmp_
         slurm_.job_and_nodes("3", [])
 
 
+def _noting_slurm(tmp_path, rest: str):
+    """Stand-in scontrol and scancel in `tmp_path` that note each call in ``calls`` and then
+    run the shell text `rest`; the calls file and a `Slurm` using them."""
+    calls = tmp_path / "calls"
+    for name in ("scontrol", "scancel"):
+        (tmp_path / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\n{rest}')
+        (tmp_path / name).chmod(0o755)
+    return calls, Slurm(bin_dir=str(tmp_path), env=None)
+
+
 def test_a_hooks_stop_or_comment_of_an_arrays_last_task_acts_on_that_task_alone(tmp_path):
     """The task of an array that starts last keeps the array's id, and Slurm's scancel,
     ``scontrol requeue`` and ``update jobid=`` act on every task of the array by it (22.05):
@@ -155,13 +165,8 @@ def test_a_hooks_stop_or_comment_of_an_arrays_last_task_acts_on_that_task_alone(
     (tmp_path / "answer-4").write_text(f"{task3}\n{task1}\n")
     (tmp_path / "answer-5").write_text(task1 + "\n")
     (tmp_path / "answer-3").write_text(JOB + "\n")
-    calls = tmp_path / "calls"
-    for name in ("scontrol", "scancel"):
-        (tmp_path / name).write_text(
-            f'#!/bin/sh\necho "{name} $*" >> {calls}\n'
-            f'[ "$2 $3" = "show job" ] && cat "{tmp_path}/answer-$4"\nexit 0\n')
-        (tmp_path / name).chmod(0o755)
-    slurm_ = Slurm(bin_dir=str(tmp_path), env=None)
+    calls, slurm_ = _noting_slurm(
+        tmp_path, f'[ "$2 $3" = "show job" ] && cat "{tmp_path}/answer-$4"\nexit 0\n')
     for job_id in ("4", "5", "3"):
         slurm_.cancel(job_id)
         slurm_.requeue(job_id)
@@ -241,18 +246,13 @@ def test_an_arrays_tasks_not_started_yet_are_no_job_to_act_on(tmp_path):
     no job any event is for, so no name to act by (`UnnamedJobError`, nothing run); the
     running task is acted on by its own id. Also when that record is the whole answer
     (no task started) and for a list of tasks."""
-    calls = tmp_path / "calls"
     answers = {"1": f"{LEFTOVER}\n{LEFTOVER_TASK_1}\n", "2": LEFTOVER_TASK_1 + "\n",
                "7": LEFTOVER.replace("JobId=1 ArrayJobId=1 ArrayTaskId=2-5%1 ArrayTaskThrottle=1 ",
                                      "JobId=7 ArrayJobId=7 ArrayTaskId=1,3,7-9 ") + "\n"}
     for asked, text in answers.items():
         (tmp_path / f"answer-{asked}").write_text(text)
-    for name in ("scontrol", "scancel"):
-        (tmp_path / name).write_text(
-            f'#!/bin/sh\necho "{name} $*" >> {calls}\n'
-            f'[ "$2 $3" = "show job" ] && cat "{tmp_path}/answer-$4"\nexit 0\n')
-        (tmp_path / name).chmod(0o755)
-    slurm_ = Slurm(bin_dir=str(tmp_path), env=None)
+    calls, slurm_ = _noting_slurm(
+        tmp_path, f'[ "$2 $3" = "show job" ] && cat "{tmp_path}/answer-$4"\nexit 0\n')
     for job_id, tasks in (("1", r"1_\[2-5\]"), ("7", r"7_\[1,3,7-9\]")):
         for act in (slurm_.cancel, slurm_.requeue, slurm_.requeue_hold,
                     lambda j: slurm_.update(f"jobid={j}", "comment=x")):
@@ -275,14 +275,9 @@ def test_a_stop_of_a_job_whose_own_name_was_not_read_fails_not_by_its_bare_id(
     ``requeue <id>`` stop every task of the array, silently. The stop fails now, with a
     one-line error naming why, as a failed scancel does, and nothing is acted on (no
     cancel for a requeue that did not happen)."""
-    calls = tmp_path / "calls"
-    for name in ("scontrol", "scancel"):
-        (tmp_path / name).write_text(
-            f'#!/bin/sh\necho "{name} $*" >> {calls}\n'
-            '[ "$2 $3" = "show job" ] && { echo "slurm_load_jobs error: Socket timed out" >&2;'
-            ' exit 1; }\nexit 0\n')
-        (tmp_path / name).chmod(0o755)
-    slurm_ = Slurm(bin_dir=str(tmp_path), env=None)
+    calls, slurm_ = _noting_slurm(
+        tmp_path, '[ "$2 $3" = "show job" ] && { echo "slurm_load_jobs error: Socket timed out"'
+        ' >&2; exit 1; }\nexit 0\n')
     for act in (slurm_.cancel, slurm_.requeue, slurm_.requeue_hold,
                 lambda j: slurm_.update(f"jobid={j}", "comment=x")):
         with pytest.raises(UnnamedJobError, match="job 4: not acted on: .*Socket timed out"):
