@@ -122,16 +122,15 @@ def test_qsub_killed_ends_the_job(engine):
     """A qsub that goes away ends its job, even one that ignores the terminal's hangup,
     and nothing of it is left."""
     session = qsub(engine, "-I", "--", "/bin/sh", "-c",
-                   "trap '' HUP; echo $$ > pid; echo ar''med; exec sleep 300")
+                   "trap '' HUP; echo $$ > \"$PBS_O_WORKDIR/pid\"; echo ar''med; "
+                   "exec sleep 300")
     job_id = session.job_id()
     session.read_until("armed")
     session.proc.kill()
     session.finish()
     attrs = engine.wait(job_id)
     assert attrs["Exit_status"] == 256 + signal.SIGKILL
-    home = os.path.expanduser("~")
-    pid = int(open(os.path.join(home, "pid")).read())
-    os.unlink(os.path.join(home, "pid"))
+    pid = int((engine.work / "pid").read_text())  # (not in its home: root's is every test's)
     assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read()
 
 
@@ -163,8 +162,8 @@ def test_qsub_interrupted_while_waiting_deletes_the_job(engine, sig):
 def test_a_lost_shepherd_hangs_up_the_terminal(engine):
     """The job's shepherd killed: qsub lets the terminal go, so the job, which nothing
     tracks any more, gets its hangup and ends; the server finishes it as a lost job."""
-    session = qsub(engine, "-I", "--", "/bin/sh", "-c", "echo $$ > pid; echo ar''med; "
-                   "exec sleep 300")
+    session = qsub(engine, "-I", "--", "/bin/sh", "-c",
+                   "echo $$ > \"$PBS_O_WORKDIR/pid\"; echo ar''med; exec sleep 300")
     job_id = session.job_id()
     session.read_until("armed")
     record = json.loads((engine.home.jobs / f"{job_id.split('.')[0]}.shepherd").read_text())
@@ -172,9 +171,7 @@ def test_a_lost_shepherd_hangs_up_the_terminal(engine):
     assert session.finish() == 0
     assert session.text.endswith(f"qsub: job {job_id} completed\n")
     assert engine.wait(job_id)["Exit_status"] == -4
-    home = os.path.expanduser("~")
-    pid = int(open(os.path.join(home, "pid")).read())
-    os.unlink(os.path.join(home, "pid"))
+    pid = int((engine.work / "pid").read_text())  # (not in its home: root's is every test's)
     until(lambda: not os.path.exists(f"/proc/{pid}") or " Z " in open(f"/proc/{pid}/stat").read(),
           what="the job's sleep to end")
 
