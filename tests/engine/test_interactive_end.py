@@ -35,12 +35,12 @@ def engine(local_engine):
 
 
 def _waiting(engine, *argv: str) -> tuple[PtySession, str, str]:
-    """qsub -I of a held job, waiting; its id and its folder."""
-    before = set(glob.glob(f"/tmp/{interactive.FOLDER_PREFIX}*"))
-    session = qsub(engine, "-I", "-h", *argv)
+    """qsub -I of a held job, waiting; its id and its folder, made in the server's home
+    ($TMPDIR): in /tmp, the folder that came was another test's qsub's as often as not."""
+    session = qsub(engine, "-I", "-h", *argv, env=engine.env(TMPDIR=str(engine.root)))
     job_id = session.job_id()
-    folder = until(lambda: next(iter(set(glob.glob(f"/tmp/{interactive.FOLDER_PREFIX}*"))
-                                     - before), None), what="the waiting qsub's folder")
+    folder = until(lambda: next(iter(glob.glob(f"{engine.root}/{interactive.FOLDER_PREFIX}*")),
+                                None), what="the waiting qsub's folder")
     return session, job_id, folder
 
 

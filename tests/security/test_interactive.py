@@ -15,12 +15,12 @@ from pbsplug.engine.testing import PBSPLUG, PtySession, until
 
 @pytest.fixture
 def waiting(engine):
-    """Root's qsub -I of a held job, waiting for it; its socket's path."""
-    before = set(glob.glob("/tmp/pbsplug-qsub-*/s"))
+    """Root's qsub -I of a held job, waiting for it; its socket's path, in the server's
+    home ($TMPDIR: in /tmp, another test's qsub's socket could come first)."""
     session = PtySession(engine, PBSPLUG, "qsub", "-I", "-h", "--", "/bin/sh", "-c",
-                      "echo owner=$(id -un)")
+                         "echo owner=$(id -un)", env=engine.env(TMPDIR=str(engine.root)))
     job_id = session.job_id()
-    path = until(lambda: next(iter(set(glob.glob("/tmp/pbsplug-qsub-*/s")) - before), None),
+    path = until(lambda: next(iter(glob.glob(f"{engine.root}/pbsplug-qsub-*/s")), None),
                  what="the waiting qsub's socket")
     yield session, job_id, path
     if session.proc.poll() is None:
