@@ -138,8 +138,8 @@ def test_http_that_does_not_answer_in_time_is_a_clear_error():
 
 
 def test_http_with_nobody_listening_is_a_clear_error():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+    with socket.socket() as probe:  # bound, never listening: refused, and no other
+        probe.bind(("127.0.0.1", 0))  # test's server can take the port meanwhile
         port = probe.getsockname()[1]
-    with pytest.raises(MJFError, match=r"http://127.0.0.1:\d+/x/\w+: Connection refused"):
-        read_features(f"http://127.0.0.1:{port}/x")
+        with pytest.raises(MJFError, match=r"http://127.0.0.1:\d+/x/\w+: Connection refused"):
+            read_features(f"http://127.0.0.1:{port}/x")
