@@ -243,17 +243,25 @@ def _machine_state() -> str:
     return MACHINE_STATE
 
 
+#: The `_machine_lock` of the machine's real cgroup v1 cpuset root: held shared by a test
+#: that makes cpusets there, whole by one that makes its prefix mem_exclusive there, which
+#: keeps every other cpuset beside it from the memory nodes it has (on most machines, all).
+CPUSET_ROOT_LOCK = "cpuset-root"
+
+
 @contextmanager
-def _machine_lock(name: str) -> Iterator[None]:
-    """Held while a session fixture makes something of the machine's (a user, an
-    environment): `make test` runs two pytests at once, each with its own session."""
+def _machine_lock(name: str, shared: bool = False) -> Iterator[None]:
+    """Held while a fixture makes or changes something of the machine's (a user, an
+    environment, ns_last_pid): `make test` runs several pytests at once (its workers, and
+    the adapters' beside them). `shared`: held by any number at once, but never with the
+    lock taken whole (a test that may not share the machine's cpuset root with others)."""
     import fcntl
     import os
 
     fd = os.open(f"{_machine_state()}/{name}.lock",
                  os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)

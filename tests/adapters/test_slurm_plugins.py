@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug.testing import site_toml, until
+from pbsplug.testing import CPUSET_ROOT_LOCK, _machine_lock, site_toml, until
 
 from .conftest import Installed
 from .slurm_cluster import SlurmCluster
@@ -197,20 +197,23 @@ def test_cpuset_a_cpuset_per_job_from_the_prolog_with_the_task_in_it(slurm: Inst
     slurm.install(site_toml("cpuset", {"cgroup_root": str(CPUSET_ROOT), "cgroup_version": "1",
                                        "cgroup_prefix": prefix,
                                        "state_dir": str(slurm.top / "cpuset-state")}))
-    outdir = _out_dir()
-    try:
-        job = _as(unix_user, cluster, "-J", "cpuset", "-n", "1", "-w", "n1",
-                  "-o", f"{outdir}/cpuset-%j.out",
-                  script="#!/bin/sh\ncat /proc/self/cpuset\n"
-                         "cat /sys/fs/cgroup/cpuset$(cat /proc/self/cpuset)/cpuset.cpus\n")
-        assert cluster.wait_done(job)["job_state"] == "COMPLETED", slurm.log_text()
-        lines = Path(f"{outdir}/cpuset-{job}.out").read_text().split()
-        assert lines[0] == f"/{prefix}/{job}"
-        assert len(lines[1].replace("-", ",").split(",")) == 1  # one CPU: -n 1
-        until(lambda: not (CPUSET_ROOT / "cpuset" / prefix / job).exists(), 30,
-              "the job's cpuset removed by the Epilog")
-    finally:
-        subprocess.run(["rmdir", str(CPUSET_ROOT / "cpuset" / prefix)], capture_output=True)
+    # (the real cpuset root's lock, shared: another pytest's test may make its prefix
+    # mem_exclusive there, which no cpuset beside it survives)
+    with _machine_lock(CPUSET_ROOT_LOCK, shared=True):
+        outdir = _out_dir()
+        try:
+            job = _as(unix_user, cluster, "-J", "cpuset", "-n", "1", "-w", "n1",
+                      "-o", f"{outdir}/cpuset-%j.out",
+                      script="#!/bin/sh\ncat /proc/self/cpuset\n"
+                             "cat /sys/fs/cgroup/cpuset$(cat /proc/self/cpuset)/cpuset.cpus\n")
+            assert cluster.wait_done(job)["job_state"] == "COMPLETED", slurm.log_text()
+            lines = Path(f"{outdir}/cpuset-{job}.out").read_text().split()
+            assert lines[0] == f"/{prefix}/{job}"
+            assert len(lines[1].replace("-", ",").split(",")) == 1  # one CPU: -n 1
+            until(lambda: not (CPUSET_ROOT / "cpuset" / prefix / job).exists(), 30,
+                  "the job's cpuset removed by the Epilog")
+        finally:
+            subprocess.run(["rmdir", str(CPUSET_ROOT / "cpuset" / prefix)], capture_output=True)
 
 
 ATTACK = r"""

@@ -89,3 +89,19 @@ def test_the_attacker_runs_its_environment_from_the_folder(attacker):
     uid, prefix = done.stdout.split()
     assert int(uid) == pwd.getpwnam(attacker.user).pw_uid != 0
     assert prefix == str(attacker.venv)
+
+
+def test_a_shared_lock_is_held_by_many_at_once_and_never_with_the_whole_lock(state_at):
+    import fcntl
+
+    path = state_at("state")
+    with testing._machine_lock("root", shared=True), \
+            testing._machine_lock("root", shared=True):
+        fd = os.open(path / "root.lock", os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    with testing._machine_lock("root"):  # (once they are let go)
+        pass

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pbsplug.testing import CPUSET_ROOT_LOCK, _machine_lock
 from pbsplug_cpuset.cgroupfs import CgroupError, Cpusets, _proc_stat, detect
 from pbsplug_cpuset.nodemask import format_list
 
@@ -114,15 +115,19 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
         proc.wait(timeout=10)
 
 
-def _cpusets(kind: str, tmp_path: Path) -> Iterator[Cpusets]:
+def _cpusets(kind: str, tmp_path: Path, alone: bool = False) -> Iterator[Cpusets]:
+    """`kind`'s cpusets. The real v1 root is the machine's (`make test` runs several
+    pytests at once): a real-v1 test holds its lock (`pbsplug.testing.CPUSET_ROOT_LOCK`)
+    shared, and whole when `alone`, for a test that makes its prefix mem_exclusive there."""
     if kind == "real-v1":
         if REAL_V1_PROBLEM:
             pytest.skip(REAL_V1_PROBLEM)
-        cpusets = detect(CPUSET_MOUNT.parent, version="1")
-        try:
-            yield cpusets
-        finally:
-            _scrub(CPUSET_MOUNT / PREFIX)
+        with _machine_lock(CPUSET_ROOT_LOCK, shared=not alone):
+            cpusets = detect(CPUSET_MOUNT.parent, version="1")
+            try:
+                yield cpusets
+            finally:
+                _scrub(CPUSET_MOUNT / PREFIX)
     elif kind == "real-v2":
         if os.geteuid() != 0:
             pytest.skip("real cgroups need root (CI runs as root)")
@@ -154,6 +159,12 @@ def v2(request: pytest.FixtureRequest, tmp_path: Path, spawn: object) -> Iterato
     """cgroup v2: the real one where it is mounted with the cpuset controller (CI's v2
     mount has none: that case skips saying so), and the emulated tree everywhere."""
     yield from _cpusets(request.param, tmp_path)
+
+
+@pytest.fixture(params=["real-v1", "emulated-v1"])
+def v1_alone(request: pytest.FixtureRequest, tmp_path: Path, spawn: object) -> Iterator[Cpusets]:
+    """`v1` with no other test's real cpuset beside it: `_cpusets`' `alone`."""
+    yield from _cpusets(request.param, tmp_path, alone=True)
 
 
 @pytest.fixture
@@ -409,8 +420,9 @@ def test_v1_flags_are_written_and_v2_ignores_them(cs: Cpusets) -> None:
     assert [(path / f).read_text().strip() for f in flags] == ["0", "0", "0"]
 
 
-def test_v1_mem_exclusive_needs_an_exclusive_parent_and_disjoint_siblings(v1: Cpusets) -> None:
-    cs = v1
+def test_v1_mem_exclusive_needs_an_exclusive_parent_and_disjoint_siblings(
+        v1_alone: Cpusets) -> None:
+    cs = v1_alone
     cs.ensure_parent(PREFIX)
     with pytest.raises(CgroupError, match=r"ensure_parent\(prefix, mem_exclusive=True\)"):
         cs.create(JOB, LAST_CPU, [0], mem_exclusive=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug.testing import site_toml, until
+from pbsplug.testing import CPUSET_ROOT_LOCK, _machine_lock, site_toml, until
 from pbsplug_cpuset.fake_sysfs import write_sysfs
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
@@ -38,22 +38,24 @@ def real_cpusets() -> None:
 
 @pytest.fixture
 def real(tmp_path):
-    """The site values for real cpusets under a prefix of this test's own, removed after."""
+    """The site values for real cpusets under a prefix of this test's own, removed after;
+    `CPUSET_ROOT_LOCK` held shared meanwhile."""
     real_cpusets()
     prefix = f"pbsplug_e2e_{os.getpid()}"
-    yield {"cgroup_prefix": prefix, "state_dir": str(tmp_path / "state"),
-           "kill_timeout": 0.5}
-    top = CPUSET / prefix
-    for path in sorted(top.glob("*"), reverse=True):
-        if path.is_dir():
-            for _ in range(50):
-                try:
-                    path.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-    if top.is_dir():
-        top.rmdir()
+    with _machine_lock(CPUSET_ROOT_LOCK, shared=True):
+        yield {"cgroup_prefix": prefix, "state_dir": str(tmp_path / "state"),
+               "kill_timeout": 0.5}
+        top = CPUSET / prefix
+        for path in sorted(top.glob("*"), reverse=True):
+            if path.is_dir():
+                for _ in range(50):
+                    try:
+                        path.rmdir()
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+        if top.is_dir():
+            top.rmdir()
 
 
 def allowed(text: str) -> list[int]:
