@@ -24,7 +24,8 @@ demo: $(STAMP)
 
 # The real OpenPBS and Slurm tests (tests/adapters) spend their time waiting on the daemons:
 # they run in a pytest of their own beside the others (the two share only the second Unix
-# user and the attacker's environment, each made under a lock), and their report follows.
+# user, the attacker's environment, ns_last_pid and the cgroup v1 cpuset root, each under a
+# lock: pbsplug.testing's _machine_lock), and their report follows.
 # The others wait too (real servers, jobs, hooks' alarms), so pytest-xdist spreads them over
 # TEST_WORKERS processes: 4 on 2 cpus took 14 minutes where one took 30.
 # They start and end a few hundred thousand processes. Under Linux's default pid_max (32768)
