@@ -105,12 +105,16 @@ def test_a_really_stuck_cpuset_is_retried_reported_offlined_and_returned(
     engine = local_engine(site(offline_stuck_after=0, online_nodes_min_delay=0, **real))
     node = next(iter(engine.nodes()))
     pidfile = tmp_path / "child.pid"
-    # The job leaves a child behind, which the test freezes: SIGKILL cannot end it.
+    # The job leaves a child behind, which the test freezes: SIGKILL cannot end it. The job
+    # ends once it is frozen (after a second, on a machine busy with other tests, the child
+    # was killed before the freezer had it).
     here = {"select": f"1:ncpus=1:vnode={node}"}  # the machine may have several NUMA vnodes
-    job_id = engine.submit(f"sleep 300 & echo $! > {pidfile}\nsleep 1\n",
+    job_id = engine.submit(f"sleep 300 & echo $! > {pidfile}\n"
+                           f"while [ ! -e {pidfile}.frozen ]; do sleep 0.05; done\n",
                            Resource_List=here)
     until(lambda: pidfile.exists() and pidfile.read_text().strip(), timeout=30)
     child = frozen(int(pidfile.read_text()))
+    Path(f"{pidfile}.frozen").touch()
     try:
         engine.wait(job_id)
         stuck = until(lambda: engine.nodes()[node].get("cpuset_stuck"), timeout=30)
