@@ -24,14 +24,15 @@ demo: $(STAMP)
 
 # The real OpenPBS and Slurm tests (tests/adapters) spend their time waiting on the daemons:
 # they run in a pytest of their own beside the others (the two share only the second Unix
-# user, the attacker's environment, ns_last_pid and the cgroup v1 cpuset root, each under a
-# lock: pbsplug.testing's _machine_lock), and their report follows.
+# user, the attacker's environment and the cgroup v1 cpuset root, each under a lock of
+# pbsplug.testing's _machine_lock), and their report follows.
 # The others wait too (real servers, jobs, hooks' alarms), so pytest-xdist spreads them over
 # TEST_WORKERS processes: 4 on 2 cpus took 14 minutes where one took 30.
 # They start and end a few hundred thousand processes. Under Linux's default pid_max (32768)
 # the pids come round within minutes, and a test's clean-up that kills a process it started
 # after that process ended can hit another test's (seen: a test's command beside it killed
-# by SIGKILL). Where root may, pid_max is raised to systemd's default, 4194304, first.
+# by SIGKILL). Where root may, pid_max is raised to systemd's default, 4194304, first; a
+# test that sets ns_last_pid back (tests/security/conftest.py) sets it forward again.
 TEST_WORKERS ?= 4
 test: $(STAMP)
 	$(BIN)/ruff check .
