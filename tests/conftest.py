@@ -94,10 +94,11 @@ def open_fds():
 
 @pytest.fixture
 def needs_root() -> None:
-    """For ``@pytest.mark.usefixtures("needs_root")``: the test gives files or folders to
-    another user, which needs root; without it, `missing` (fails under CI, skips elsewhere)."""
+    """For ``@pytest.mark.usefixtures("needs_root")``: the test does what only root may
+    (give files to another user, switch to a job's owner, write ns_last_pid); without it,
+    `missing` (fails under CI, skips elsewhere)."""
     if os.geteuid() != 0:
-        missing("giving a file or folder to another user needs root")
+        missing("needs root")
 
 
 @pytest.fixture

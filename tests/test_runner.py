@@ -482,7 +482,7 @@ def test_hook_alarm_is_a_keyboard_interrupt():
     assert issubclass(HookAlarm, KeyboardInterrupt)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+@pytest.mark.usefixtures("needs_root")
 def test_pbsuser_hooks_run_as_the_job_owner(tmp_path):
     owner = pwd.getpwnam("nobody")
 
@@ -684,7 +684,7 @@ def test_every_event_runs_its_hooks_in_a_process_by_default(chain):
     assert pids == []  # it ran elsewhere
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+@pytest.mark.usefixtures("needs_root")
 def test_a_pbsuser_hook_keeps_none_of_the_callers_files(tmp_path):
     """A hook running as the job owner must not hold the server's database, socket or logs
     open: only stdio and its report pipe."""
@@ -1084,7 +1084,7 @@ def _children_groups_resumed():
             pass
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+@pytest.mark.usefixtures("needs_root")
 def test_a_pbsuser_hooks_program_seen_stopped_kills_the_hooks_process_group(tmp_path,
                                                                             left_children):
     """A program a pbsuser hook runs is its owner's to stop too, and the hook then waits
@@ -1119,7 +1119,7 @@ def test_a_pbsuser_hooks_program_seen_stopped_kills_the_hooks_process_group(tmp_
     assert left_children() == set()  # the hook's process: killed and reaped
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+@pytest.mark.usefixtures("needs_root")
 def test_a_stopped_programs_name_brings_no_line_break_into_the_hooks_error(tmp_path):
     """The owner names the programs a pbsuser hook runs (prctl's PR_SET_NAME takes line
     breaks, tabs and carriage returns): the error that names one seen stopped has none of
@@ -1150,7 +1150,7 @@ def test_a_stopped_programs_name_brings_no_line_break_into_the_hooks_error(tmp_p
     assert out.detail.startswith("a program the hook ran (x?forged?z??, pid "), out.detail
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+@pytest.mark.usefixtures("needs_root")
 def test_a_pbsuser_hook_has_no_controlling_terminal(tmp_path):
     """A root caller with a terminal (`server start -f`, `pbsplug event`): a pbsuser hook,
     or a program of the owner's it runs, opened /dev/tty (its caller's terminal: its
@@ -1244,7 +1244,7 @@ def _lurk(runner: int, skip: int) -> None:
     os._exit(0)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owners needs root")
+@pytest.mark.usefixtures("needs_root")
 def test_another_owners_process_cannot_stop_in_a_pbsuser_hooks_group(tmp_path):
     """Job owner nobody's pbsuser hook leaves a process behind (a program of theirs it runs
     may: nothing kills it). When job owner daemon's hook runs, that process joins its

@@ -6,7 +6,6 @@ hold and kill at its clean-up (a command of another test's was killed by SIGKILL
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
@@ -20,7 +19,7 @@ def _ended() -> int:
     return proc.pid
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="ns_last_pid is root's to write")
+@pytest.mark.usefixtures("needs_root")
 def test_the_next_pid_comes_after_every_pid_given_before():
     given = _ended()
     since = [_ended() for _ in range(5)]  # (ended: the kernel would give them again)

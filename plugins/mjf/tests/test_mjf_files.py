@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from pbsplug.testing import missing
 from pbsplug_mjf import files
 from pbsplug_mjf.derive import HostError, MJFError
 
@@ -82,11 +83,15 @@ def test_names_that_cannot_be_a_directory(name):
 # -- whose base folder: nobody else may swap the features (StrictModes, sticky allowed) -------
 
 NOBODY = 65534
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user "
-                                                          "needs root")
 
 
-@needs_root
+@pytest.fixture
+def needs_root() -> None:
+    if os.geteuid() != 0:
+        missing("giving a folder to another user needs root")
+
+
+@pytest.mark.usefixtures("needs_root")
 def test_a_base_under_another_users_folder_is_refused_and_nothing_is_made_there(base):
     """The rule is the kernel's (`pbsplug.safedirs`, tests/test_safedirs.py); a refusal is
     the hook's HostError, naming the features folder."""
