@@ -332,6 +332,9 @@ class Manager:
                         self._delete(cmd.obj_type, name, objects[name])
                     else:
                         self._change(cmd, name, objects[name], defs)
+            if cmd.obj_type == "node" and cmd.verb == "delete":  # (once the command is
+                for name in names:  # written whole: one refused for a busy vnode deletes none)
+                    eng.vnode_deleted(name)
         for name in names:
             eng.log(LOG_ADMIN, cmd.obj_type.capitalize(), name,
                     f"{cmd.text.strip()} at request of {caller.user}@{eng.host}")

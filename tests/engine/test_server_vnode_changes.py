@@ -5,6 +5,7 @@ server's one thread: a slow modifyvnode hook held every client until its alarm."
 
 from __future__ import annotations
 
+import json
 import os
 
 from pbsplug import PluginInfo, hookimpl
@@ -350,3 +351,86 @@ def test_a_notice_that_fails_to_start_is_logged_and_dropped(engine_here, registe
             "told: RuntimeError: disk I/O error\n") in logged
     eng._set_node(name, eng.store.get("node", name), {**old, "state": "offline"})
     assert watcher.seen == [(name, "free", "offline", "offline")]
+
+
+def _sets(dists, root) -> str:
+    """A periodic hook that, when the test has written ``root/want`` (JSON: vnode name ->
+    comment), sets those vnodes' comments and removes the file."""
+    return plugin(dists, "sets", f"""
+        import json
+        import os
+
+        @hookimpl
+        def periodic(event):
+            try:
+                with open({str(root / "want")!r}) as f:
+                    want = json.load(f)
+            except FileNotFoundError:
+                return
+            for name, comment in want.items():
+                event.vnode_list[name].comment = comment
+            os.unlink({str(root / "want")!r})
+        """, ("periodic",), freq=1)
+
+
+def _set_by_hook(engine, root, **want: str) -> None:
+    """Have the periodic hook (`_sets`) set the comments `want` (vnode -> comment), and
+    wait until it has."""
+    aside = root / "want.new"
+    aside.write_text(json.dumps(want))
+    aside.rename(root / "want")
+    until(lambda: not (root / "want").exists() and all(
+        engine.nodes().get(n, {}).get("comment") == c for n, c in want.items()),
+        what=f"the periodic hook to set {want}")
+
+
+def _second_vnode(engine) -> tuple[str, str]:
+    """The first vnode and a second one, made by qmgr (the machine may have one)."""
+    engine.pbs("qmgr", "-c", "create node spare", check=True)
+    first = sorted(n for n in engine.nodes() if n != "spare")[0]
+    return first, "spare"
+
+
+def test_a_waiting_change_of_a_vnode_deleted_meanwhile_is_not_told(
+        dists, make_engine, engine_root):
+    """The periodic hook changes vnode A (its modifyvnode hook held), then vnode B; B is
+    deleted (qmgr) before its change is told: the change is dropped, logged, and never
+    told (a hook told of a vnode that no longer exists); A's, running, is told as it was."""
+    engine = make_engine(_told(dists, engine_root, "c-one", watch="c-") +
+                         _sets(dists, engine_root))
+    first, second = _second_vnode(engine)
+    _set_by_hook(engine, engine_root, **{first: "c-one"})
+    until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
+    _set_by_hook(engine, engine_root, **{second: "c-b1"})
+    engine.pbs("qmgr", "-c", f"delete node {second}", check=True)
+    gone = (f"Node;{second};the vnode was deleted before the modifyvnode hooks were told "
+            "of the server's change to it, not told")
+    _open_gate(engine_root)
+    until(lambda: len(_lines(engine_root / "told")) >= 2 or (
+        _lines(engine_root / "told") and gone in engine.log()), what="the changes told")
+    assert _lines(engine_root / "told") == [f"root {first} free,None -> free,c-one"]
+    assert gone in engine.log()
+
+
+def test_a_vnode_deleted_and_made_again_is_told_its_own_change_not_the_old_rows(
+        dists, make_engine, engine_root):
+    """Vnode B's change (comment c-orig to c-b1) waits while A's hook is held; B is deleted
+    and made again (qmgr), and the periodic hook sets the new B's comment: the hook is told
+    the new vnode's change (None to c-b2), not the old row's merged into it (c-orig to
+    c-b2, a change no vnode made)."""
+    engine = make_engine(_told(dists, engine_root, "c-one", watch="c-") +
+                         _sets(dists, engine_root))
+    first, second = _second_vnode(engine)
+    _set_by_hook(engine, engine_root, **{second: "c-orig"})
+    until(lambda: _lines(engine_root / "told"), what="the first change told")
+    _set_by_hook(engine, engine_root, **{first: "c-one"})
+    until(lambda: (engine_root / "started").exists(), what="the modifyvnode hook to start")
+    _set_by_hook(engine, engine_root, **{second: "c-b1"})
+    engine.pbs("qmgr", "-c", f"delete node {second}", check=True)
+    engine.pbs("qmgr", "-c", f"create node {second}", check=True)
+    _set_by_hook(engine, engine_root, **{second: "c-b2"})
+    _open_gate(engine_root)
+    until(lambda: len(_lines(engine_root / "told")) >= 3, what="the changes told")
+    assert _lines(engine_root / "told") == [f"root {second} free,None -> free,c-orig",
+                                            f"root {first} free,None -> free,c-one",
+                                            f"root {second} free,None -> free,c-b2"]
