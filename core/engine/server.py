@@ -220,6 +220,11 @@ class Caller:
         return self.role == ROLE_MANAGER
 
 
+#: A running job's runtime key: its execjob_preterm hooks accepted a qdel of the run that
+#: the server's stop refused (an array's, `Engine._keep_accepted`); not fired again for it.
+PRETERM_ACCEPTED = "preterm_accepted"
+
+
 class _Chain:
     """A hook chain started while the server serves (`Engine.chains`): its event, its
     `Pending`, and what its job does with its outcome once it is over (`done`). An
@@ -1935,10 +1940,14 @@ class Engine:
                 if (refused := killed[job_id]) is not None:
                     raise refused
                 return
-            if (self.store.runtime(job_id) or {}).get("end_reason") == "requeue":
+            runtime = self.store.runtime(job_id) or {}
+            if runtime.get("end_reason") == "requeue":
                 self._delete_requeued(caller, job_id, killed, purge)
                 return
-            if not force:
+            if not force and runtime.get(PRETERM_ACCEPTED):
+                self.log(LOG_JOB, "Job", job_id, "its execjob_preterm hooks accepted its "
+                         "deletion already, in a qdel the server's stop refused: not run again")
+            elif not force:
                 # The job's owner may make this chain slow: it runs while the server
                 # serves, and the qdel is answered when it is over (`_preterm_done`).
                 start = self.defer_answers and self._owner_runs("execjob_preterm")
@@ -1989,10 +1998,16 @@ class Engine:
             self.defer_answers and self._owner_runs("execjob_preterm")
 
     def _preterm_fires(self, job_id: str, attrs: Mapping[str, Any], force: bool) -> bool:
-        return not force and attrs.get("job_state") in ("R", "E", "S") and \
-            job_id in self.launches and job_id not in self.chains and \
-            not self._ends_alone(job_id) and \
-            (self.store.runtime(job_id) or {}).get("end_reason") != "requeue"
+        """Whether a qdel of job `job_id` fires its execjob_preterm hooks: not forced, the
+        job running (launched, no chain of it started, its end not going on by itself,
+        its run not being ended for a requeue), and its hooks not having accepted its
+        deletion already in a qdel the server's stop refused (`_keep_accepted`)."""
+        if force or attrs.get("job_state") not in ("R", "E", "S") or \
+                job_id not in self.launches or job_id in self.chains or \
+                self._ends_alone(job_id):
+            return False
+        runtime = self.store.runtime(job_id) or {}
+        return runtime.get("end_reason") != "requeue" and not runtime.get(PRETERM_ACCEPTED)
 
     def _array_preterms(self, caller: Caller, job_id: str, array_job: str,
                         indices: list[int] | None, force: bool,
@@ -2026,9 +2041,31 @@ class Engine:
                                   vnode_list=self._job_vnodes(attrs))
             if stopped(outcome, self.stopping):
                 self._log_preterm_stopped(sub)
+                self._keep_accepted(outcomes)
                 refuse_if_stopped(outcome, self.stopping, job_id)
             outcomes[sub] = outcome
         return outcomes, chained
+
+    def _keep_accepted(self, outcomes: Mapping[str, Outcome]) -> None:
+        """The subjobs whose execjob_preterm hooks accepted an array's qdel that the
+        server's stop then refused whole (`_array_preterms`) marked so in their run's
+        runtime (`PRETERM_ACCEPTED`): the next qdel of the run (the one tried again after
+        the restart) deletes them without firing their hooks again, as PBS's MoM kills a
+        job whose preterm accepted whatever its server does meanwhile; fired again, they
+        ran twice for one deletion. Gone with the run (a requeue's runtime, `_submitted_
+        runtime`) or with its deletion (`_record_deletion`). One that cannot be written (a
+        full disk) is logged: its hooks run again then."""
+        accepted = [sub for sub, outcome in outcomes.items() if outcome.accepted]
+        if not accepted:
+            return
+        try:
+            with self.store.transaction() as st:
+                for sub in accepted:
+                    st.merge_runtime(sub, **{PRETERM_ACCEPTED: True})
+        except Exception as exc:  # noqa: BLE001 - logged: the refusal goes on
+            self.log(LOG_ERROR, "Job", accepted[0], "keeping that the execjob_preterm hooks "
+                     f"of {', '.join(accepted)} accepted their deletion failed: "
+                     f"{type(exc).__name__}: {exc}")
 
     def _preterm_done(self, caller: Caller, job_id: str, purge: bool, chain: _Chain,
                       outcome: Outcome) -> None:
@@ -2156,6 +2193,7 @@ class Engine:
             if abort:
                 runtime["abort_pending"] = True
             runtime.pop("delete_at_start", None)  # (an array's qdel's: it is done)
+            runtime.pop(PRETERM_ACCEPTED, None)  # (the same)
             st.set_runtime(job_id, runtime)
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}{note}")
         if killed is not None:  # (once written: a refused one is not answered again)

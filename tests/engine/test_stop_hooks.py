@@ -19,8 +19,11 @@ from pbsplug import PluginInfo, hookimpl, lifecycle
 from pbsplug.engine.errors import PBSE_HOOKERROR, PBSE_SYSTEM, PbsError
 from pbsplug.runner import CANCELLED
 
-from .conftest import poll_until
+from .conftest import accounting_records, poll_until, until
+from .owner_hooks import gone, started
 from .test_accounting import of, records
+from .test_owner_preterm import _qdel_behind
+from .test_server import plugin
 from .test_stop_starts import ROOT, _log, cancelled_text
 
 STOPPED = "System error: the server is stopping"
@@ -472,3 +475,52 @@ def test_a_qdel_list_refuses_the_jobs_after_a_preterm_the_stop_gave_up_untouched
     assert eng.store.job(held)["job_state"] == "H"
     assert "D" not in _kinds(eng, held)
     (root / "go").touch()
+
+
+def test_an_arrays_qdel_the_stop_refused_and_retried_at_the_next_start_runs_each_preterm_once(
+        dists, make_engine, engine_root):
+    # The qdel of a running array fires its subjobs' execjob_preterm hooks (in the server's
+    # thread) before it records anything; the stop gives up the second subjob's, and the
+    # qdel is refused with nothing done, the first subjob's preterm having accepted. The
+    # qdel tried again after the restart fired the first subjob's preterm again: two
+    # preterms for one deletion. Now the acceptance is kept with the subjob's run, and the
+    # retry deletes it without asking its hooks again. The second subjob's, given up
+    # halfway, runs again, as a job's whose qdel the stop refused does.
+    ran, go = engine_root / "ran", engine_root / "go"
+    engine = make_engine(plugin(dists, "pre", f"""
+        import os
+        import time
+
+        @hookimpl
+        def execjob_preterm(event):
+            with open({str(ran)!r}, "a") as out:
+                out.write(event.job.id + "\\n")
+            if len(open({str(ran)!r}).read().splitlines()) == 2:
+                with open({str(engine_root / "started")!r}, "w") as pid:
+                    pid.write(str(os.getpid()))
+                while not os.path.exists({str(go)!r}):
+                    time.sleep(0.05)
+        """, ("execjob_preterm",), alarm=300))
+    array = engine.pbs("qsub", "-J", "1-2", "--", "/bin/sleep", "60",
+                       check=True).stdout.strip()
+    subjobs = [array.replace("[]", f"[{i}]") for i in (1, 2)]
+    for sub in subjobs:
+        engine.wait(sub, "R")
+    thread, answers = _qdel_behind(engine, array)
+    hook = started(engine_root, "the second subjob's preterm to start")
+    engine.stop()
+    thread.join(60)
+    until(lambda: gone(hook), what="the given-up hook's process to go")
+    assert [(a["error"]["code"], a["error"]["message"]) for a in answers[0]] == [
+        (PBSE_SYSTEM, STOPPED)], answers
+    first, second = ran.read_text().splitlines()
+    go.touch()
+    engine.start()
+    assert all(engine.job(sub)["job_state"] == "R" for sub in subjobs)  # (adopted)
+    assert engine.client("delete", ids=[array]) == [{"id": array}]
+    assert engine.wait(array)["job_state"] == "F"
+    assert ran.read_text().splitlines() == [first, second, second]
+    assert f"{first};its execjob_preterm hooks accepted its deletion already, in a qdel " \
+           "the server's stop refused: not run again" in engine.log()
+    records = accounting_records(engine)
+    assert [records.count(f";D;{job};") for job in (array, *subjobs)] == [1, 1, 1], records
