@@ -1944,9 +1944,9 @@ class Engine:
             if runtime.get("end_reason") == "requeue":
                 self._delete_requeued(caller, job_id, killed, purge)
                 return
-            if not force and runtime.get(PRETERM_ACCEPTED):
-                self.log(LOG_JOB, "Job", job_id, "its execjob_preterm hooks accepted its "
-                         "deletion already, in a qdel the server's stop refused: not run again")
+            if not force and (ran := self._preterm_ran(job_id, runtime)):
+                self.log(LOG_JOB, "Job", job_id, f"its execjob_preterm hooks are not run "
+                         f"again: {ran}")
             elif not force:
                 # The job's owner may make this chain slow: it runs while the server
                 # serves, and the qdel is answered when it is over (`_preterm_done`).
@@ -2007,7 +2007,20 @@ class Engine:
                 self._ends_alone(job_id):
             return False
         runtime = self.store.runtime(job_id) or {}
-        return runtime.get("end_reason") != "requeue" and not runtime.get(PRETERM_ACCEPTED)
+        return runtime.get("end_reason") != "requeue" and not self._preterm_ran(job_id, runtime)
+
+    def _preterm_ran(self, job_id: str, runtime: Mapping[str, Any]) -> str | None:
+        """Why a qdel of running job `job_id` fires its execjob_preterm hooks not again,
+        the deletion's ran already (each subjob's preterm runs once a deletion): they
+        accepted an array's qdel that the server's stop refused (`_keep_accepted`), or an
+        array's qdel whose chains the stop gave up stands, the job to be deleted at this
+        start's first poll (`deletes_again`: a qdel tried again as the server comes back
+        is answered before it). None when they fire."""
+        if runtime.get(PRETERM_ACCEPTED):
+            return "they accepted its deletion already, in a qdel the server's stop refused"
+        if job_id in self.deletes_again:
+            return "its array's qdel from before the server's restart stands"
+        return None
 
     def _array_preterms(self, caller: Caller, job_id: str, array_job: str,
                         indices: list[int] | None, force: bool,

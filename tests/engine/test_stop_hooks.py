@@ -520,7 +520,51 @@ def test_an_arrays_qdel_the_stop_refused_and_retried_at_the_next_start_runs_each
     assert engine.client("delete", ids=[array]) == [{"id": array}]
     assert engine.wait(array)["job_state"] == "F"
     assert ran.read_text().splitlines() == [first, second, second]
-    assert f"{first};its execjob_preterm hooks accepted its deletion already, in a qdel " \
-           "the server's stop refused: not run again" in engine.log()
+    assert f"{first};its execjob_preterm hooks are not run again: they accepted its " \
+           "deletion already, in a qdel the server's stop refused" in engine.log()
     records = accounting_records(engine)
     assert [records.count(f";D;{job};") for job in (array, *subjobs)] == [1, 1, 1], records
+
+
+def test_an_arrays_qdel_tried_again_before_the_restarts_first_poll_fires_no_preterm_again(
+        engine_here, register_plugin, engine_root):
+    # The stop gave up the subjobs' pbsuser preterm chains of an array's qdel: the
+    # deletion stands, each subjob marked to be deleted at the next start, no preterm
+    # again (`_poll_deletes_again`). A qdel tried again as the server comes back, answered
+    # before that first poll (the loop answers what came in first), fired every subjob's
+    # preterm again (chains started anew, the marks written again). Now it deletes them as
+    # the first poll would, without their hooks.
+    root = engine_root
+
+    class Held:
+        plugin_info = PluginInfo(events=("execjob_preterm",))
+
+        @hookimpl
+        def execjob_preterm(self, event) -> None:
+            with open(root / "ran", "a") as ran:
+                ran.write(f"{event.job.id}\n")
+            while not (root / "go").exists():
+                time.sleep(0.05)
+
+    register_plugin(Held(), "held", user="pbsuser", alarm=60)
+    eng = engine_here()
+    eng.defer_answers = True  # (as the socket server's loop: the chains run meanwhile)
+    array = eng.req_submit(ROOT, {"Job_Name": "a", "array_indices_submitted": "1-2"},
+                           "sleep 600\n")
+    subjobs = [array.replace("[]", f"[{i}]") for i in (1, 2)]
+    poll_until(eng, lambda: all(s in eng.launches for s in subjobs), "the subjobs' runs")
+    assert not isinstance(eng.req_delete(ROOT, [array]), list)  # (it waits for the chains)
+    until(lambda: (root / "ran").exists() and len((root / "ran").read_text().split()) == 2,
+          what="both subjobs' preterm hooks to start")
+    eng.stopping = True
+    eng.close()  # (its chains stopped: each subjob marked to be deleted at the next start)
+    (root / "go").touch()
+    again = engine_here()
+    again.defer_answers = True
+    assert all(s in again.launches for s in subjobs)  # adopted, their deletion to come
+    assert again.req_delete(ROOT, [array]) == [{"id": array}]  # (before the first poll)
+    poll_until(again, lambda: again.store.job(array)["job_state"] == "F", "the array's end")
+    assert sorted((root / "ran").read_text().split()) == subjobs  # one preterm each
+    assert all(f"{s};its execjob_preterm hooks are not run again: its array's qdel from "
+               "before the server's restart stands" in _log(again) for s in subjobs)
+    assert [_kinds(again, job).count("D") for job in (array, *subjobs)] == [1, 1, 1]
