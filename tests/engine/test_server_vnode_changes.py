@@ -434,3 +434,27 @@ def test_a_vnode_deleted_and_made_again_is_told_its_own_change_not_the_old_rows(
     assert _lines(engine_root / "told") == [f"root {second} free,None -> free,c-orig",
                                             f"root {first} free,None -> free,c-one",
                                             f"root {second} free,None -> free,c-b2"]
+
+
+def test_a_change_whose_vnode_is_gone_as_its_hooks_are_to_start_is_not_told(
+        engine_here, register_plugin):
+    """A change queued while the server starts (told at its first poll) whose vnode's row
+    is gone by then, deleted by another path than qmgr's (`vnode_deleted`): dropped and
+    logged as qmgr's deletion drops it, never told."""
+    watcher = _Watcher()
+    register_plugin(watcher, "watcher", isolation="inprocess")
+    eng = watcher.engine = engine_here()
+    name = sorted(eng.store.all("node"))[0]
+    old = eng.store.get("node", name)
+    eng._starting = True  # (its changes wait for the first poll)
+    eng._set_node(name, old, {**old, "state": "offline"})
+    assert len(eng.notices) == 1
+    with eng.store.transaction() as st:
+        st.delete("node", name)
+    eng._starting = False
+    eng.poll_notices()
+    assert not eng.notices and not watcher.seen
+    logged = "".join(p.read_text() for p in eng.home.logs.glob("*"))
+    assert "modifyvnode hook" not in logged  # (told, the hook found no row: its error)
+    assert (f"Node;{name};the vnode was deleted before the modifyvnode hooks were told of "
+            "the server's change to it, not told") in logged
