@@ -455,6 +455,6 @@ def test_a_change_whose_vnode_is_gone_as_its_hooks_are_to_start_is_not_told(
     eng.poll_notices()
     assert not eng.notices and not watcher.seen
     logged = "".join(p.read_text() for p in eng.home.logs.glob("*"))
-    assert "modifyvnode hook" not in logged  # (told, the hook found no row: its error)
+    assert "modifyvnode hook rejected" not in logged  # (told, the hook found no row)
     assert (f"Node;{name};the vnode was deleted before the modifyvnode hooks were told of "
             "the server's change to it, not told") in logged
