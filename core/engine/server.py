@@ -2065,9 +2065,9 @@ class Engine:
         runtime (`PRETERM_ACCEPTED`): the next qdel of the run (the one tried again after
         the restart) deletes them without firing their hooks again, as PBS's MoM kills a
         job whose preterm accepted whatever its server does meanwhile; fired again, they
-        ran twice for one deletion. Gone with the run (a requeue's runtime, `_submitted_
-        runtime`) or with its deletion (`_record_deletion`). One that cannot be written (a
-        full disk) is logged: its hooks run again then."""
+        ran twice for one deletion. Gone with the run (a requeue keeps none of it:
+        `_submitted_runtime`) or with its deletion (`_record_deletion`). One that cannot be
+        written (a full disk) is logged: its hooks run again then."""
         accepted = [sub for sub, outcome in outcomes.items() if outcome.accepted]
         if not accepted:
             return
