@@ -3189,8 +3189,9 @@ class Engine:
         in the queue (`_queue_notice`): told once, from the earlier's `old` to the latest
         row; so the queue holds at most one change a vnode, and the one running. A change
         whose hooks have not run when the server stops is not told (`stop_chains`:
-        logged); the change itself is stored. Nor is one of a vnode deleted before its
-        hooks start (`vnode_deleted`: logged). Without that loop (an engine in this
+        logged); the change itself is stored. One of a vnode deleted before its hooks
+        start is told all the same, from its own rows; a vnode made again of that name
+        queues its changes apart (`vnode_deleted`). Without that loop (an engine in this
         process) they run at once, after the write. The server's start's changes (before
         it serves: exechost_startup's) are told at its first poll, or with its next own
         vnode change, whichever comes first."""
@@ -3234,10 +3235,6 @@ class Engine:
                 del self._waiting[notice.name]
             vnode, vnode_o = Vnode(notice.name, notice.new), Vnode(notice.name, notice.old)
             try:
-                if self.store.get("node", notice.name) is None:  # (gone: `vnode_deleted`)
-                    self.notices.popleft()
-                    self._log_vnode_gone(notice.name)
-                    continue
                 started: Pending | Outcome = (
                     self._event("modifyvnode", start=True, vnode=vnode, vnode_o=vnode_o)
                     if self.defer_answers else
@@ -3275,22 +3272,13 @@ class Engine:
         self._notify()
 
     def vnode_deleted(self, name: str) -> None:
-        """Vnode `name` deleted (qmgr): the server's change of it waiting to be told
-        (`_waiting`) is dropped and logged, as PBS fires no modifyvnode for a vnode that is
-        no longer there; a vnode made again of its name starts with no change waiting, so
-        its first change is told from its own row, never merged into the old vnode's
-        (`_queue_notice`). A change of it whose hooks run already is let run to its end
-        (they were told while the vnode was there; a hook stopped halfway could leave
-        half of what it does); a change found gone as its hooks are to start, the vnode
-        deleted some other way, is dropped so too (`_notify`)."""
-        waiting = self._waiting.pop(name, None)
-        if waiting is not None:
-            self.notices.remove(waiting)
-            self._log_vnode_gone(name)
-
-    def _log_vnode_gone(self, name: str) -> None:
-        self.log(LOG_ADMIN, "Node", name, "the vnode was deleted before the modifyvnode "
-                 "hooks were told of the server's change to it, not told")
+        """Vnode `name` deleted (qmgr): its change waiting to be told (`_waiting`) is still
+        told, from the rows recorded when it was queued (PBS runs the modifyvnode hooks as
+        the vnode changes, while it exists, so every change made before a deletion is
+        told); it only takes no later change any more: a vnode made again of the same
+        name queues its own first change, from its own row, never merged into the deleted
+        vnode's (`_queue_notice`: `vnode_o` would be the deleted vnode's row)."""
+        self._waiting.pop(name, None)
 
     def _notice_failed(self, notice: _Notice, exc: Exception) -> None:
         self.log(LOG_ERROR, "Node", notice.name, "telling the modifyvnode hooks of the "
