@@ -220,11 +220,6 @@ class Caller:
         return self.role == ROLE_MANAGER
 
 
-#: A running job's runtime key: its execjob_preterm hooks accepted a qdel of the run that
-#: the server's stop refused (an array's, `Engine._keep_accepted`); not fired again for it.
-PRETERM_ACCEPTED = "preterm_accepted"
-
-
 class _Chain:
     """A hook chain started while the server serves (`Engine.chains`): its event, its
     `Pending`, and what its job does with its outcome once it is over (`done`). An
@@ -1941,13 +1936,19 @@ class Engine:
                     raise refused
                 return
             runtime = self.store.runtime(job_id) or {}
+            # (its array's qdel from before the restart stands, `deletes_again`: deleted
+            # as that qdel, as the first poll would, `_poll_deletes_again`)
+            uid = self.deletes_again.get(job_id)
+            by = caller if uid is None else Caller(uid, ROLE_USER)
             if runtime.get("end_reason") == "requeue":
-                self._delete_requeued(caller, job_id, killed, purge)
+                self._delete_requeued(by, job_id, killed, purge)
                 return
-            if not force and (ran := self._preterm_ran(job_id, runtime)):
-                self.log(LOG_JOB, "Job", job_id, f"its execjob_preterm hooks are not run "
-                         f"again: {ran}")
-            elif not force:
+            if uid is not None:
+                self.log(LOG_JOB, "Job", job_id, "its execjob_preterm hooks are not run "
+                         "again: its array's qdel from before the server's restart stands")
+                self._kill_deleted(by, job_id, attrs, purge, killed)
+                return
+            if not force:
                 # The job's owner may make this chain slow: it runs while the server
                 # serves, and the qdel is answered when it is over (`_preterm_done`).
                 start = self.defer_answers and self._owner_runs("execjob_preterm")
@@ -2000,27 +2001,14 @@ class Engine:
     def _preterm_fires(self, job_id: str, attrs: Mapping[str, Any], force: bool) -> bool:
         """Whether a qdel of job `job_id` fires its execjob_preterm hooks: not forced, the
         job running (launched, no chain of it started, its end not going on by itself,
-        its run not being ended for a requeue), and its hooks not having accepted its
-        deletion already in a qdel the server's stop refused (`_keep_accepted`)."""
-        if force or attrs.get("job_state") not in ("R", "E", "S") or \
-                job_id not in self.launches or job_id in self.chains or \
-                self._ends_alone(job_id):
-            return False
-        runtime = self.store.runtime(job_id) or {}
-        return runtime.get("end_reason") != "requeue" and not self._preterm_ran(job_id, runtime)
-
-    def _preterm_ran(self, job_id: str, runtime: Mapping[str, Any]) -> str | None:
-        """Why a qdel of running job `job_id` fires its execjob_preterm hooks not again,
-        the deletion's ran already (each subjob's preterm runs once a deletion): they
-        accepted an array's qdel that the server's stop refused (`_keep_accepted`), or an
-        array's qdel whose chains the stop gave up stands, the job to be deleted at this
-        start's first poll (`deletes_again`: a qdel tried again as the server comes back
-        is answered before it). None when they fire."""
-        if runtime.get(PRETERM_ACCEPTED):
-            return "they accepted its deletion already, in a qdel the server's stop refused"
-        if job_id in self.deletes_again:
-            return "its array's qdel from before the server's restart stands"
-        return None
+        its run not being ended for a requeue), and not to be deleted at this start's first
+        poll (`deletes_again`: an array's qdel from before the restart stands, its
+        preterm run already; a qdel tried again as the server comes back is answered
+        before that poll, and deletes it as that qdel, `_delete`)."""
+        return not force and attrs.get("job_state") in ("R", "E", "S") and \
+            job_id in self.launches and job_id not in self.chains and \
+            not self._ends_alone(job_id) and job_id not in self.deletes_again and \
+            (self.store.runtime(job_id) or {}).get("end_reason") != "requeue"
 
     def _array_preterms(self, caller: Caller, job_id: str, array_job: str,
                         indices: list[int] | None, force: bool,
@@ -2054,31 +2042,39 @@ class Engine:
                                   vnode_list=self._job_vnodes(attrs))
             if stopped(outcome, self.stopping):
                 self._log_preterm_stopped(sub)
-                self._keep_accepted(outcomes)
+                self._keep_accepted(caller, outcomes)
                 refuse_if_stopped(outcome, self.stopping, job_id)
             outcomes[sub] = outcome
         return outcomes, chained
 
-    def _keep_accepted(self, outcomes: Mapping[str, Outcome]) -> None:
+    def _keep_accepted(self, caller: Caller, outcomes: Mapping[str, Outcome]) -> None:
         """The subjobs whose execjob_preterm hooks accepted an array's qdel that the
-        server's stop then refused whole (`_array_preterms`) marked so in their run's
-        runtime (`PRETERM_ACCEPTED`): the next qdel of the run (the one tried again after
-        the restart) deletes them without firing their hooks again, as PBS's MoM kills a
-        job whose preterm accepted whatever its server does meanwhile; fired again, they
-        ran twice for one deletion. Gone with the run (a requeue keeps none of it:
-        `_submitted_runtime`) or with its deletion (`_record_deletion`). One that cannot be
-        written (a full disk) is logged: its hooks run again then."""
+        server's stop then refused (`_array_preterms`), marked in one write before the
+        refusal to be deleted at the next start (``delete_at_start``, the caller's uid), as
+        `stop_chains` marks those whose pbsuser chains it gave up: the next start deletes
+        them at its first poll (`_poll_deletes_again`, ``qterm -t immediate`` at the
+        stop), without their hooks again, their D record the caller's, as PBS's MoM kills
+        a job whose preterm accepted whatever its server does meanwhile. Fired again at
+        the qdel tried again, they ran twice for one deletion; kept as a mark that any
+        later qdel of the run honoured, a qdel hours later killed the job without its
+        hooks. One that cannot be written (a full disk) is logged: the subjobs run on, and
+        a later qdel fires their hooks again."""
         accepted = [sub for sub, outcome in outcomes.items() if outcome.accepted]
         if not accepted:
             return
         try:
             with self.store.transaction() as st:
                 for sub in accepted:
-                    st.merge_runtime(sub, **{PRETERM_ACCEPTED: True})
+                    st.merge_runtime(sub, delete_at_start=caller.uid)
         except Exception as exc:  # noqa: BLE001 - logged: the refusal goes on
-            self.log(LOG_ERROR, "Job", accepted[0], "keeping that the execjob_preterm hooks "
-                     f"of {', '.join(accepted)} accepted their deletion failed: "
-                     f"{type(exc).__name__}: {exc}")
+            self.log(LOG_ERROR, "Job", accepted[0], "marking the subjobs whose "
+                     f"execjob_preterm hooks accepted their deletion ({', '.join(accepted)}) "
+                     f"to be deleted at the next start failed: {type(exc).__name__}: {exc}")
+            return
+        for sub in accepted:
+            self.log(LOG_JOB, "Job", sub, "its execjob_preterm hooks accepted its array's "
+                     "qdel, which the server's stop refused: the job is deleted when the "
+                     "server starts again")
 
     def _preterm_done(self, caller: Caller, job_id: str, purge: bool, chain: _Chain,
                       outcome: Outcome) -> None:
@@ -2206,7 +2202,6 @@ class Engine:
             if abort:
                 runtime["abort_pending"] = True
             runtime.pop("delete_at_start", None)  # (an array's qdel's: it is done)
-            runtime.pop(PRETERM_ACCEPTED, None)  # (the same)
             st.set_runtime(job_id, runtime)
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}{note}")
         if killed is not None:  # (once written: a refused one is not answered again)

@@ -12,11 +12,13 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pbsplug import PluginInfo, hookimpl, lifecycle
 from pbsplug.engine.errors import PBSE_HOOKERROR, PBSE_SYSTEM, PbsError
+from pbsplug.engine.server import ROLE_MANAGER, Caller
 from pbsplug.runner import CANCELLED
 
 from .conftest import accounting_records, poll_until, until
@@ -25,6 +27,9 @@ from .test_accounting import of, records
 from .test_owner_preterm import _qdel_behind
 from .test_server import plugin
 from .test_stop_starts import ROOT, _log, cancelled_text
+
+#: A manager other than root (the server's user in these tests): whose qdel a D record is.
+DAEMON = Caller(1, ROLE_MANAGER)
 
 STOPPED = "System error: the server is stopping"
 
@@ -481,11 +486,12 @@ def test_an_arrays_qdel_the_stop_refused_and_retried_at_the_next_start_runs_each
         dists, make_engine, engine_root):
     # The qdel of a running array fires its subjobs' execjob_preterm hooks (in the server's
     # thread) before it records anything; the stop gives up the second subjob's, and the
-    # qdel is refused with nothing done, the first subjob's preterm having accepted. The
-    # qdel tried again after the restart fired the first subjob's preterm again: two
-    # preterms for one deletion. Now the acceptance is kept with the subjob's run, and the
-    # retry deletes it without asking its hooks again. The second subjob's, given up
-    # halfway, runs again, as a job's whose qdel the stop refused does.
+    # qdel is refused, the first subjob's preterm having accepted. The qdel tried again
+    # after the restart fired the first subjob's preterm again: two preterms for one
+    # deletion. Now the first subjob is deleted at the next start's first poll, without its
+    # hooks (as PBS's MoM kills a job whose preterm accepted), before any retry; the
+    # second's, given up halfway, runs again at the retry, as a job's whose qdel the stop
+    # refused does.
     ran, go = engine_root / "ran", engine_root / "go"
     engine = make_engine(plugin(dists, "pre", f"""
         import os
@@ -514,14 +520,18 @@ def test_an_arrays_qdel_the_stop_refused_and_retried_at_the_next_start_runs_each
     assert [(a["error"]["code"], a["error"]["message"]) for a in answers[0]] == [
         (PBSE_SYSTEM, STOPPED)], answers
     first, second = ran.read_text().splitlines()
+    assert f"{first};its execjob_preterm hooks accepted its array's qdel, which the " \
+           "server's stop refused: the job is deleted when the server starts again" \
+        in engine.log()
     go.touch()
     engine.start()
-    assert all(engine.job(sub)["job_state"] == "R" for sub in subjobs)  # (adopted)
+    assert engine.wait(first, "XF")["job_state"] == "X"  # (no qdel: the first poll's)
+    assert engine.job(second)["job_state"] == "R"
+    assert f"{first};job deleted after a server restart: its array's qdel stands" \
+        in engine.log()
     assert engine.client("delete", ids=[array]) == [{"id": array}]
     assert engine.wait(array)["job_state"] == "F"
     assert ran.read_text().splitlines() == [first, second, second]
-    assert f"{first};its execjob_preterm hooks are not run again: they accepted its " \
-           "deletion already, in a qdel the server's stop refused" in engine.log()
     records = accounting_records(engine)
     assert [records.count(f";D;{job};") for job in (array, *subjobs)] == [1, 1, 1], records
 
@@ -533,7 +543,9 @@ def test_an_arrays_qdel_tried_again_before_the_restarts_first_poll_fires_no_pret
     # again (`_poll_deletes_again`). A qdel tried again as the server comes back, answered
     # before that first poll (the loop answers what came in first), fired every subjob's
     # preterm again (chains started anew, the marks written again). Now it deletes them as
-    # the first poll would, without their hooks.
+    # the first poll would, without their hooks, and as the first qdel: their D records
+    # under its user (root), not the retrying one's (daemon, a manager), as the poll
+    # writes them.
     root = engine_root
 
     class Held:
@@ -562,9 +574,87 @@ def test_an_arrays_qdel_tried_again_before_the_restarts_first_poll_fires_no_pret
     again = engine_here()
     again.defer_answers = True
     assert all(s in again.launches for s in subjobs)  # adopted, their deletion to come
-    assert again.req_delete(ROOT, [array]) == [{"id": array}]  # (before the first poll)
+    assert again.req_delete(DAEMON, [array]) == [{"id": array}]  # (before the first poll)
     poll_until(again, lambda: again.store.job(array)["job_state"] == "F", "the array's end")
     assert sorted((root / "ran").read_text().split()) == subjobs  # one preterm each
     assert all(f"{s};its execjob_preterm hooks are not run again: its array's qdel from "
                "before the server's restart stands" in _log(again) for s in subjobs)
     assert [_kinds(again, job).count("D") for job in (array, *subjobs)] == [1, 1, 1]
+    assert [_deleters(again, sub) for sub in subjobs] == [[f"root@{again.host}"]] * 2
+
+
+def _deleters(eng, job_id: str) -> list[str]:
+    """The requestors of job `job_id`'s D records."""
+    return [body["requestor"] for kind, body in of(records(eng.home), job_id) if kind == "D"]
+
+
+def _in_thread_preterm(root: Path) -> object:
+    """An in-thread execjob_preterm hook: appends the job's id to ``root/ran``; its second
+    run ever, while ``root/stop`` exists, sends the server (this process) the SIGTERM and
+    waits for ``root/go`` (the stop gives it up)."""
+    def hook(self, event) -> None:
+        with open(root / "ran", "a") as ran:
+            ran.write(f"{event.job.id}\n")
+        if (root / "stop").exists() and len((root / "ran").read_text().split()) == 2:
+            os.kill(os.getppid(), signal.SIGTERM)
+            while not (root / "go").exists():
+                time.sleep(0.05)
+
+    return type("Pre", (), {"plugin_info": PluginInfo(events=("execjob_preterm",)),
+                            "execjob_preterm": hookimpl(hook)})()
+
+
+def _refused_at_stop(engine_here, register_plugin, sigterm_stops, root: Path
+                     ) -> tuple[Any, str, str]:
+    """A running array of two subjobs whose qdel (daemon's) the stop refused during the
+    second subjob's in-thread preterm, the first's having accepted; the server started
+    again (not polled yet): the new engine, the first subjob, the second."""
+    register_plugin(_in_thread_preterm(root), "pre", alarm=60)
+    eng = engine_here()
+    sigterm_stops(eng)
+    array = eng.req_submit(ROOT, {"Job_Name": "a", "array_indices_submitted": "1-2"},
+                           "sleep 600\n")
+    subjobs = [array.replace("[]", f"[{i}]") for i in (1, 2)]
+    poll_until(eng, lambda: all(s in eng.launches for s in subjobs), "the subjobs' runs")
+    (root / "stop").touch()
+    answers = eng.req_delete(DAEMON, [array])
+    assert [a["error"]["message"] for a in answers] == [STOPPED], answers
+    first, second = (root / "ran").read_text().split()
+    assert (eng.store.runtime(first) or {}).get("delete_at_start") == DAEMON.uid
+    assert "delete_at_start" not in (eng.store.runtime(second) or {})
+    eng.close()
+    (root / "stop").unlink()
+    (root / "go").touch()
+    again = engine_here()
+    assert all(s in again.launches for s in subjobs)  # (adopted)
+    return again, first, second
+
+
+@pytest.mark.parametrize("then", ["first poll", "qdel before it"])
+def test_the_subjobs_whose_preterm_accepted_a_qdel_the_stop_refused_are_deleted_at_the_next_start(
+        then, engine_here, register_plugin, sigterm_stops, engine_root):
+    # An array's qdel (by daemon, a manager) fires its subjobs' in-thread preterm hooks
+    # first; the stop gives up the second's, and the qdel is refused. The first's accepted:
+    # it is deleted at the next start as the subjobs of an array's qdel whose chains the
+    # stop gave up are (`deletes_again`): at the first poll, or by a qdel that comes
+    # before it (root's), without its hooks again, its D record daemon's. Nothing else of
+    # the refused qdel stands: the second subjob runs on, and a qdel of it long after
+    # fires its hooks. (The old code kept the acceptance with the run, honoured by any
+    # later qdel: one hours later killed the subjob without its hooks, and none came
+    # without a qdel: the subjob ran on.)
+    root = engine_root
+    again, first, second = _refused_at_stop(engine_here, register_plugin, sigterm_stops, root)
+    if then == "first poll":
+        again.poll()
+    else:
+        assert again.req_delete(ROOT, [first]) == [{"id": first}]
+    poll_until(again, lambda: again.store.job(first)["job_state"] == "F", "its deletion")
+    assert _deleters(again, first) == [f"daemon@{again.host}"]
+    assert (root / "ran").read_text().split() == [first, second]  # (not run again)
+    for _ in range(5):
+        again.poll()
+    assert again.store.job(second)["job_state"] == "R" and not _deleters(again, second)
+    assert again.req_delete(ROOT, [second]) == [{"id": second}]
+    assert (root / "ran").read_text().split() == [first, second, second]
+    assert _deleters(again, second) == [f"root@{again.host}"]
+
