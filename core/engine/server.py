@@ -920,7 +920,9 @@ class Engine:
         without its execjob_preterm hooks again: the qdel was answered that they would be
         deleted (or not at all), and a refusal now could be told to no one (the subjob
         would run on in a deleted array). One deleted or ended meanwhile is let be: one
-        deletion, one D record."""
+        deletion, one D record. One whose run a qrerun since the start is ending is
+        deleted as a qdel then deletes it: its D record written, the requeue standing
+        (`_delete_requeued`); its kill overrode the qrerun, answered as done."""
         while self.deletes_again:
             job_id, uid = self.deletes_again.popitem()
             attrs = self.store.job(job_id)
@@ -932,7 +934,11 @@ class Engine:
             self.log(LOG_JOB, "Job", job_id, "job deleted after a server restart: its "
                      "array's qdel stands")
             try:
-                self.delete_marked(job_id, uid, attrs)
+                if (self.store.runtime(job_id) or {}).get("end_reason") == "requeue":
+                    # (a qrerun since the start: its requeue stands, as a qdel's then)
+                    self._delete_requeued(Caller(uid, ROLE_USER), job_id, None)
+                else:
+                    self.delete_marked(job_id, uid, attrs)
             except Exception as exc:  # one job's fault stops no other's (a full disk)
                 self.log(LOG_ERROR, "Job", job_id, "deleting it after a server restart "
                          f"failed: {type(exc).__name__}: {exc}")

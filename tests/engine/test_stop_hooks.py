@@ -658,3 +658,25 @@ def test_the_subjobs_whose_preterm_accepted_a_qdel_the_stop_refused_are_deleted_
     assert (root / "ran").read_text().split() == [first, second, second]
     assert _deleters(again, second) == [f"root@{again.host}"]
 
+
+def test_a_qrerun_before_the_first_poll_of_a_subjob_to_be_deleted_keeps_its_requeue(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # The first subjob, whose preterm accepted an array's qdel the stop refused, is to be
+    # deleted at the next start's first poll; a qrerun of it answered before that poll
+    # ends its run for a requeue. The first poll deletes it as a qdel then does: its D
+    # record (daemon's), the requeue standing (`_delete_requeued`); its kill overrode the
+    # qrerun (the run ended deleted, never run again). The new run is a run of its own: a
+    # qdel of it fires its preterm.
+    again, first, second = _refused_at_stop(engine_here, register_plugin, sigterm_stops,
+                                            engine_root)
+    started_by = again.launches[first].shepherd
+    again.req_rerun(ROOT, [first])
+    poll_until(again, lambda: again.store.job(first)["job_state"] == "R" and
+               first in again.launches and again.launches[first].shepherd != started_by
+               and not (again.store.runtime(first) or {}).get("end_reason"),
+               "the subjob's new run")
+    assert _deleters(again, first) == [f"daemon@{again.host}"]
+    assert "its run is being ended for a requeue, which stands" in _log(again)
+    assert again.req_delete(ROOT, [first]) == [{"id": first}]
+    assert (engine_root / "ran").read_text().split() == [first, second, first]
+    assert _deleters(again, first) == [f"daemon@{again.host}", f"root@{again.host}"]
