@@ -141,7 +141,8 @@ class Slurm:
         checked_job_id(job_id)
         text = self.run("scontrol", "-o", "-d", "show", "job", job_id)
         lines = _records(text)
-        alone = _asked_alone(lines[0], job_id) if len(lines) > 1 else None
+        own = _own_record(lines, job_id) if len(lines) > 1 else None
+        alone = _asked_alone(own, job_id) if own is not None else None
         if alone is not None:
             lines = _records(self.run("scontrol", "-o", "-d", "show", "job", alone))
         if len(lines) > 1:
@@ -159,7 +160,8 @@ class Slurm:
             if not NODE_NAME.fullmatch(name):
                 raise SlurmError(f"node name {name[:80]!r}: expected a host name")
         job, nodes, lines = self._job_and_nodes(job_id, job_id, names)
-        alone = _asked_alone(lines[0], job_id) if len(lines) > 1 else None
+        own = _own_record(lines, job_id) if len(lines) > 1 else None
+        alone = _asked_alone(own, job_id) if own is not None else None
         if alone is not None:
             job, nodes, lines = self._job_and_nodes(job_id, alone, names)
         if len(lines) > 1:
@@ -245,7 +247,10 @@ class Slurm:
         of that task acted on every task of its array, silently. So is an id whose record
         is an array's tasks not started yet (`_array_remainder`): no one job, and no event
         is for it (each task's events have its own id); the bare id acted on every task of
-        the array, those running too, and ``<id>_[2-5]`` would stop tasks no hook judged."""
+        the array, those running too, and ``<id>_[2-5]`` would stop tasks no hook judged.
+        The id's record is looked for among every record of the answer (`_own_record`),
+        not taken to be the first, as 22.05 writes it: in another order the first record
+        is another task's, and the bare id was taken for the tasks not started yet."""
         checked_job_id(job_id)
         try:
             lines = _records(self.run("scontrol", "-o", "show", "job", job_id))
@@ -253,12 +258,17 @@ class Slurm:
             raise UnnamedJobError(
                 f"job {job_id}: not acted on: which job its id names was not read (its "
                 f"id may name every task of an array): {exc}") from None
-        tasks = _array_remainder(lines[0], job_id) if lines else None
+        own = _own_record(lines, job_id)
+        if own is None:
+            raise UnnamedJobError(
+                f"job {job_id}: not acted on: scontrol's answer holds no one record of its "
+                "id (its id may name every task of an array)")
+        tasks = _array_remainder(own, job_id)
         if tasks is not None:
             raise UnnamedJobError(
                 f"job {job_id}: not acted on: its id names the tasks of its array not "
                 f"started yet ({job_id}_[{tasks}]), not one job")
-        form = _asked_alone(lines[0], job_id) if len(lines) > 1 else None
+        form = _asked_alone(own, job_id) if len(lines) > 1 else None
         return form if form is not None and "_" in form else job_id
 
     def jobs_alone(self, job_ids: Sequence[str], seconds: float
@@ -393,6 +403,23 @@ def _asked_alone(line: str, job_id: str) -> str | None:
     if match is None:
         return None
     return f"{job_id}+0" if match.group(1) is None else f"{job_id}_{match.group(1)}"
+
+
+def _own_record(lines: Sequence[str], job_id: str) -> str | None:
+    """The record of `job_id` itself among scontrol's answer `lines` to ``show job
+    <job_id>``, or None when it cannot be told. 22.05 writes it first, but the answer for
+    an array's id or a heterogeneous job's part 0 holds a record a task or part, in an
+    order Slurm does not promise. Each id has one record (Slurm's job table has one job an
+    id), and only a job's own text (a line break in its name, then ``JobId=<id> ...``)
+    can start a second line with the id's ``JobId=``; the first line is Slurm's, as every
+    record starts with Slurm's fields. So: the first line when it is the id's, else the one
+    line that claims the id; two or more such lines, none of them first, are None (which
+    one is Slurm's cannot be told)."""
+    claim = f"JobId={job_id} "
+    if not lines or lines[0].startswith(claim):
+        return lines[0] if lines else None
+    claims = [line for line in lines if line.startswith(claim)]
+    return claims[0] if len(claims) == 1 else None
 
 
 def _array_remainder(line: str, job_id: str) -> str | None:

@@ -268,6 +268,42 @@ def test_an_arrays_tasks_not_started_yet_are_no_job_to_act_on(tmp_path):
     assert calls.read_text().splitlines()[-1] == "scontrol -o show job 1"
 
 
+@pytest.mark.parametrize("order", ["22.05's", "reversed"])
+def test_the_ids_own_record_is_found_among_every_record_in_any_order(tmp_path, order):
+    """`Slurm.alone` judged the id by the first record of ``scontrol show job <id>``, which
+    22.05 writes first for an array's id. In another order (another Slurm version) the
+    first record was a started task's, and the bare id was taken: for the array's tasks
+    not started yet (``1_[2-5]``, by which scancel and requeue act on every task, the
+    running ones too), and for the task that keeps the array's id (``4_3``); the reading
+    of that task was refused as a forged line break. The id's own record is looked for
+    among every record now, in either order. A line that only a job's text can make (a
+    second claim to the id, none of them first) is no record to act by."""
+    def ordered(*records: str) -> str:
+        return "".join(f"{r}\n" for r in (records if order == "22.05's" else records[::-1]))
+
+    task3 = JOB.replace("JobId=3 JobName=", "JobId=4 ArrayJobId=4 ArrayTaskId=3 JobName=")
+    task1 = JOB.replace("JobId=3 JobName=", "JobId=5 ArrayJobId=4 ArrayTaskId=1 JobName=")
+    slurm_ = _scontrol_answering(tmp_path, {"1": ordered(LEFTOVER, LEFTOVER_TASK_1),
+                                            "4": ordered(task3, task1), "4_3": task3 + "\n"})
+    with pytest.raises(UnnamedJobError, match=r"job 1: not acted on: its id names the tasks "
+                       r"of its array not started yet \(1_\[2-5\]\)"):
+        slurm_.alone("1")
+    assert slurm_.alone("4") == "4_3"
+    assert slurm_.job("4")["id"] == "4"
+    assert slurm_.job_and_nodes("4", [])[0]["id"] == "4"
+    # Task 1's name forges a second record of id 4 (a leftover): with Slurm's own record
+    # first, it is that; with none first, which is Slurm's cannot be told: not acted on.
+    forged = task1.replace("JobName=two words", "JobName=x\nJobId=4 ArrayJobId=4 "
+                           "ArrayTaskId=5-9 JobName=y")
+    slurm_ = _scontrol_answering(tmp_path, {"4": ordered(task3, forged)})
+    if order == "22.05's":
+        assert slurm_.alone("4") == "4_3"
+    else:
+        with pytest.raises(UnnamedJobError, match="job 4: not acted on: scontrol's answer "
+                           "holds no one record of its id"):
+            slurm_.alone("4")
+
+
 def test_a_stop_of_a_job_whose_own_name_was_not_read_fails_not_by_its_bare_id(
         tmp_path, caplog):
     """When the read that finds the name acting on a job alone (`Slurm.alone`) failed, the
