@@ -227,13 +227,18 @@ class Slurm:
         self.run("scontrol", "update", *args)
 
     def requeue(self, job_id: str) -> None:
-        self.run("scontrol", "requeue", self.alone(job_id))
+        """``scontrol requeue``; a heterogeneous job's part: the whole heterogeneous job
+        (`het_whole`)."""
+        self.run("scontrol", "requeue", het_whole(self.alone(job_id)))
 
     def requeue_hold(self, job_id: str) -> None:
-        self.run("scontrol", "requeuehold", self.alone(job_id))
+        self.run("scontrol", "requeuehold", het_whole(self.alone(job_id)))
 
     def cancel(self, job_id: str) -> None:
-        self.run("scancel", self.alone(job_id))
+        """``scancel``; a heterogeneous job's part 1 or later alone (``7+1``), its part 0
+        with the whole heterogeneous job (`het_whole`)."""
+        name = self.alone(job_id)
+        self.run("scancel", het_whole(name) if name.endswith("+0") else name)
 
     def alone(self, job_id: str) -> str:
         """The name Slurm's commands act on `job_id` alone by: the id an array's last task
@@ -241,8 +246,11 @@ class Slurm:
         jobid=`` act on every task of the array by it (tried on 22.05: a hook's reject or
         delete of that task stopped them all, its comment set on all); ``<id>_<task>`` is
         that task alone (`_asked_alone`, from ``scontrol show job <id>``; the id itself
-        when that names one job). A heterogeneous job's part 0 keeps its id, by which
-        Slurm's commands act on the whole heterogeneous job. A read that fails is
+        when that names one job). A heterogeneous job's part is ``<het id>+<offset>``
+        (`_het_part`): part 0 keeps the heterogeneous job's id, by which Slurm's commands
+        act on every part (a comment set on part 0 went on all), and Slurm's documented
+        name of one part is that one; what scancel and requeue can act on is
+        `het_whole`'s. A read that fails is
         `UnnamedJobError`, the action's one-line error: the bare id was taken, and a stop
         of that task acted on every task of its array, silently. So is an id whose record
         is an array's tasks not started yet (`_array_remainder`): no one job, and no event
@@ -268,6 +276,9 @@ class Slurm:
             raise UnnamedJobError(
                 f"job {job_id}: not acted on: its id names the tasks of its array not "
                 f"started yet ({job_id}_[{tasks}]), not one job")
+        part = _het_part(own, job_id)
+        if part is not None:
+            return f"{part[0]}+{part[1]}"
         form = _asked_alone(own, job_id) if len(lines) > 1 else None
         return form if form is not None and "_" in form else job_id
 
@@ -403,6 +414,28 @@ def _asked_alone(line: str, job_id: str) -> str | None:
     if match is None:
         return None
     return f"{job_id}+0" if match.group(1) is None else f"{job_id}_{match.group(1)}"
+
+
+def _het_part(line: str, job_id: str) -> tuple[str, int] | None:
+    """(the heterogeneous job's id, the part's offset) when Slurm's record `line` of job
+    `job_id` is a part of a heterogeneous job (22.05: ``JobId=8 HetJobId=7 HetJobOffset=1
+    JobName=``; part 0's ``JobId=7 HetJobId=7 HetJobOffset=0``), else None. The fields
+    before JobName are Slurm's (`_asked_alone`)."""
+    match = re.match(rf"JobId={re.escape(job_id)} HetJobId=([0-9]+) HetJobOffset=([0-9]+) "
+                     "JobName=", line)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2))
+
+
+def het_whole(name: str) -> str:
+    """The name scancel and ``scontrol requeue`` act on for `name`, a job's `Slurm.alone`
+    form: for a heterogeneous job's part (``7+1``), the heterogeneous job's id, by which
+    they act on every part; any other name as it is. Slurm requeues a heterogeneous job
+    only whole, by that id (its documentation: a part's requeue is an error), and
+    cancels no part 0 alone (a cancel of part 0 is the whole job's)."""
+    het_id, plus, _ = name.partition("+")
+    return het_id if plus else name
 
 
 def _own_record(lines: Sequence[str], job_id: str) -> str | None:

@@ -304,6 +304,44 @@ def test_the_ids_own_record_is_found_among_every_record_in_any_order(tmp_path, o
             slurm_.alone("4")
 
 
+@pytest.mark.parametrize("order", ["22.05's", "reversed"])
+def test_a_hooks_stop_of_a_heterogeneous_jobs_part_acts_as_slurm_allows(tmp_path, order):
+    """A heterogeneous job 7 of two parts (part 1 is job 8). Part 0 keeps the job's id, by
+    which Slurm acts on every part; Slurm cancels a part after part 0 alone by
+    ``<id>+<offset>``, cancels no part 0 alone (its cancel is the whole job's) and
+    requeues a heterogeneous job only whole, by its id (a part's requeue is an error). A
+    hook's delete of part 1 was ``scancel 8``, its requeue ``scontrol requeue 8``, and the
+    comment for part 0 went on every part (``update jobid=7``). Now: part 1's delete
+    cancels ``7+1``, any part's requeue (held or not) requeues ``7``, part 0's delete
+    cancels ``7``, and each comment goes on its part alone (``7+0``, ``7+1``)."""
+    part0 = JOB.replace("JobId=3 JobName=", "JobId=7 HetJobId=7 HetJobOffset=0 JobName=")
+    part1 = JOB.replace("JobId=3 JobName=", "JobId=8 HetJobId=7 HetJobOffset=1 JobName=")
+    records = (part0, part1) if order == "22.05's" else (part1, part0)
+    (tmp_path / "answer-7").write_text("".join(f"{r}\n" for r in records))
+    (tmp_path / "answer-8").write_text(part1 + "\n")
+    calls, slurm_ = _noting_slurm(
+        tmp_path, f'[ "$2 $3" = "show job" ] && cat "{tmp_path}/answer-$4"\nexit 0\n')
+    for job_id in ("7", "8"):
+        slurm_.cancel(job_id)
+        slurm_.requeue(job_id)
+        slurm_.requeue_hold(job_id)
+        slurm_.update(f"jobid={job_id}", "comment=x y")
+    acted = [line for line in calls.read_text().splitlines() if " show job " not in line]
+    assert acted == [
+        "scancel 7", "scontrol requeue 7", "scontrol requeuehold 7",
+        "scontrol update jobid=7+0 comment=x y",
+        "scancel 7+1", "scontrol requeue 7", "scontrol requeuehold 7",
+        "scontrol update jobid=7+1 comment=x y"]
+    # a name's forged part is no part: the first record, Slurm's, is the job's own
+    forged = JOB.replace("JobName=two words", "JobName=x\nJobId=3 HetJobId=2 HetJobOffset=1 "
+                         "JobName=y")
+    (tmp_path / "answer-3").write_text(forged + "\n")
+    slurm_.cancel("3")
+    slurm_.requeue("3")
+    acted = [line for line in calls.read_text().splitlines() if " show job " not in line]
+    assert acted[-2:] == ["scancel 3", "scontrol requeue 3"]
+
+
 def test_a_stop_of_a_job_whose_own_name_was_not_read_fails_not_by_its_bare_id(
         tmp_path, caplog):
     """When the read that finds the name acting on a job alone (`Slurm.alone`) failed, the
