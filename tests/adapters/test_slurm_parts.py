@@ -302,6 +302,10 @@ def test_the_ids_own_record_is_found_among_every_record_in_any_order(tmp_path, o
         with pytest.raises(UnnamedJobError, match="job 4: not acted on: scontrol's answer "
                            "holds no one record of its id"):
             slurm_.alone("4")
+    # an answer with no record at all names no job either (the bare id was taken)
+    slurm_ = _scontrol_answering(tmp_path, {"9": ""})
+    with pytest.raises(UnnamedJobError, match="job 9: not acted on: scontrol's answer "):
+        slurm_.alone("9")
 
 
 @pytest.mark.parametrize("order", ["22.05's", "reversed"])
