@@ -228,17 +228,17 @@ class Slurm:
 
     def requeue(self, job_id: str) -> None:
         """``scontrol requeue``; a heterogeneous job's part: the whole heterogeneous job
-        (`het_whole`)."""
-        self.run("scontrol", "requeue", het_whole(self.alone(job_id)))
+        (`_het_whole`)."""
+        self.run("scontrol", "requeue", _het_whole(self.alone(job_id)))
 
     def requeue_hold(self, job_id: str) -> None:
-        self.run("scontrol", "requeuehold", het_whole(self.alone(job_id)))
+        self.run("scontrol", "requeuehold", _het_whole(self.alone(job_id)))
 
     def cancel(self, job_id: str) -> None:
         """``scancel``; a heterogeneous job's part 1 or later alone (``7+1``), its part 0
-        with the whole heterogeneous job (`het_whole`)."""
+        with the whole heterogeneous job (`_het_whole`)."""
         name = self.alone(job_id)
-        self.run("scancel", het_whole(name) if name.endswith("+0") else name)
+        self.run("scancel", _het_whole(name) if name.endswith("+0") else name)
 
     def alone(self, job_id: str) -> str:
         """The name Slurm's commands act on `job_id` alone by: the id an array's last task
@@ -250,7 +250,7 @@ class Slurm:
         (`_het_part`): part 0 keeps the heterogeneous job's id, by which Slurm's commands
         act on every part (a comment set on part 0 went on all), and Slurm's documented
         name of one part is that one; what scancel and requeue can act on is
-        `het_whole`'s. A read that fails is
+        `_het_whole`'s. A read that fails is
         `UnnamedJobError`, the action's one-line error: the bare id was taken, and a stop
         of that task acted on every task of its array, silently. So is an id whose record
         is an array's tasks not started yet (`_array_remainder`): no one job, and no event
@@ -428,7 +428,7 @@ def _het_part(line: str, job_id: str) -> tuple[str, int] | None:
     return match.group(1), int(match.group(2))
 
 
-def het_whole(name: str) -> str:
+def _het_whole(name: str) -> str:
     """The name scancel and ``scontrol requeue`` act on for `name`, a job's `Slurm.alone`
     form: for a heterogeneous job's part (``7+1``), the heterogeneous job's id, by which
     they act on every part; any other name as it is. Slurm requeues a heterogeneous job
