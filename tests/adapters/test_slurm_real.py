@@ -580,3 +580,62 @@ def test_an_arrays_tasks_not_started_yet_are_no_job_to_stop(slurm):
         cluster.run("/usr/bin/scancel", array, held, check=False)
         until(lambda: not cluster.run("/usr/bin/squeue", "-h", "-t", "PD,R,CG", "-o",
                                       "%A").stdout.strip(), 30, "the arrays to end")
+
+
+#: A plugin that stops, at execjob_begin, the job whose id the test wrote in `HET_STOP`
+#: (``<id> delete`` or ``<id> requeue``).
+HET_STOP = Path("/tmp/pbsplug-slurm/het-stop")
+STOPS_ONE = f"""
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(api="1.0", events=("execjob_begin",))
+
+
+@hookimpl
+def execjob_begin(event):
+    with open({str(HET_STOP)!r}) as fh:
+        job_id, how = fh.read().split()
+    if str(event.job.id) == job_id:
+        if how == "delete":
+            event.job.delete()
+        event.reject(f"stopsone: {{how}} this part")
+"""
+
+
+@pytest.mark.parametrize("how", ["delete", "requeue"])
+def test_a_hooks_stop_of_a_heterogeneous_jobs_part_1_acts_as_slurm_allows(slurm, dists, how):
+    """A heterogeneous job: part 0 on n3, part 1 on n1, whose Prolog runs when the batch
+    script launches a step there (``srun --het-group=1``). An execjob_begin hook stops part
+    1 (its own id, as its event has it). A delete cancels that part alone (``scancel
+    <id>+1``), part 0 runs on; a requeue requeues the whole heterogeneous job (``scontrol
+    requeue <id>``: Slurm requeues no part alone). The comment goes on part 1 alone. The
+    requeue was ``scontrol requeue <part 1's id>``, which 22.05 refuses (``Job not
+    heterogeneous job leader``), and part 1 was cancelled instead, part 0 running on."""
+    dists.add("stopsone", STOPS_ONE)
+    slurm.install(site_toml("stopsone"))
+    cluster = slurm.cluster
+    first = cluster.sbatch("-H", "-J", "het", "-o", "/dev/null", "-p", "gpu", "-w", "n3", "-n",
+                           "1", ":", "-p", "all", "-w", "n1", "-n", "2",
+                           script="#!/bin/sh\nsrun --het-group=1 sleep 600 &\nsleep 600\n")
+    parts = cluster.run("/usr/bin/squeue", "-h", "-a", "-o", "%A %i").stdout.split("\n")
+    [second] = [line.split()[0] for line in parts if line.endswith(f" {first}+1")]
+    HET_STOP.write_text(f"{second} {how}")
+    try:
+        cluster.run("/usr/bin/scontrol", "release", first)
+        if how == "delete":
+            cancelled = cluster.wait_job(second, lambda j: j["job_state"] == "CANCELLED", 60,
+                                         "cancelled")
+            assert "stopsone: delete this part" in cancelled["comment"], cancelled
+            kept = cluster.job(first)
+            assert kept["job_state"] == "RUNNING", kept
+            assert "stopsone" not in str(kept.get("comment")), kept
+        else:
+            for part in (first, second):
+                requeued = cluster.wait_job(part, lambda j: j["restart_cnt"] >= 1, 60,
+                                            "requeued")
+                assert requeued["job_state"] not in ENDED, requeued
+            assert "stopsone: requeue this part" in cluster.job(second)["comment"]
+            assert "stopsone" not in str(cluster.job(first).get("comment"))
+        assert not _drained(cluster, "n1")
+    finally:
+        HET_STOP.unlink(missing_ok=True)
