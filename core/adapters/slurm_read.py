@@ -256,10 +256,15 @@ class Slurm:
         is an array's tasks not started yet (`_array_remainder`): no one job, and no event
         is for it (each task's events have its own id); the bare id acted on every task of
         the array, those running too, and ``<id>_[2-5]`` would stop tasks no hook judged.
-        The id's record is looked for among every record of the answer (`_own_record`),
-        not taken to be the first, as 22.05 writes it: in another order the first record
-        is another task's, and the bare id was taken for the tasks not started yet."""
+        The id's record is the answer's first, as 22.05 writes it (`_own_record`); an
+        answer whose first record is not the id's is refused: in another order the bare
+        id was taken for the tasks not started yet, and a later line claiming the id can
+        be a job's forgery. A task's name (``4_3``) already names that task alone and is
+        given back as it is, unread (scontrol's answer to it is the record of ``JobId=<its
+        own id>``, which is no record of ``4_3``)."""
         checked_job_id(job_id)
+        if "_" in job_id:
+            return job_id
         try:
             lines = _records(self.run("scontrol", "-o", "show", "job", job_id))
         except SlurmError as exc:
@@ -269,8 +274,8 @@ class Slurm:
         own = _own_record(lines, job_id)
         if own is None:
             raise UnnamedJobError(
-                f"job {job_id}: not acted on: scontrol's answer holds no one record of its "
-                "id (its id may name every task of an array)")
+                f"job {job_id}: not acted on: the first record of scontrol's answer is not "
+                "its id's (its id may name every task of an array)")
         tasks = _array_remainder(own, job_id)
         if tasks is not None:
             raise UnnamedJobError(
@@ -284,7 +289,8 @@ class Slurm:
 
     def jobs_alone(self, job_ids: Sequence[str], seconds: float
                    ) -> tuple[dict[str, str], list[str]]:
-        """Each job's own record (``scontrol -a -o -d show job <id>``'s first line) from ONE
+        """Each job's own record (``scontrol -a -o -d show job <id>``'s first line, when it is
+        the id's: `_own_record`) from ONE
         scontrol process, fed a ``show job <id>`` line a job on its input (a process a job
         took one second a hundred jobs, under the power programs' lock), and the jobs not
         answered within `seconds` (the process is then stopped). The answers are told apart
@@ -314,7 +320,7 @@ class Slurm:
         for job_id, start, end in zip(job_ids, marks, marks[1:], strict=False):
             answer = [line for line in lines[start + 1:end]
                       if line.rstrip() != f"scontrol: show job {job_id}"]
-            if answer:
+            if answer and answer[0].startswith(f"JobId={job_id} "):  # (`_own_record`)
                 found[job_id] = answer[0]
         unanswered = list(job_ids[max(len(marks) - 1, 0):]) if late else []
         return found, unanswered
@@ -440,19 +446,15 @@ def _het_whole(name: str) -> str:
 
 def _own_record(lines: Sequence[str], job_id: str) -> str | None:
     """The record of `job_id` itself among scontrol's answer `lines` to ``show job
-    <job_id>``, or None when it cannot be told. 22.05 writes it first, but the answer for
-    an array's id or a heterogeneous job's part 0 holds a record a task or part, in an
-    order Slurm does not promise. Each id has one record (Slurm's job table has one job an
-    id), and only a job's own text (a line break in its name, then ``JobId=<id> ...``)
-    can start a second line with the id's ``JobId=``; the first line is Slurm's, as every
-    record starts with Slurm's fields. So: the first line when it is the id's, else the one
-    line that claims the id; two or more such lines, none of them first, are None (which
-    one is Slurm's cannot be told)."""
+    <job_id>``: its first line when that is the id's (``JobId=<id> ``), else None. 22.05
+    writes the id's own record first (for an array's id or a heterogeneous job's part 0,
+    the other tasks' or parts' records after it), and the order is relied on: the first
+    line is Slurm's, as every record starts with Slurm's fields, while any later line
+    starting ``JobId=<id> `` may be a job's own text (a line break in its name or comment)
+    forging a record, ``HetJobId=`` and all. One was taken when no first line was the id's:
+    a forged ``HetJobId=999`` had the root adapter stop another user's job."""
     claim = f"JobId={job_id} "
-    if not lines or lines[0].startswith(claim):
-        return lines[0] if lines else None
-    claims = [line for line in lines if line.startswith(claim)]
-    return claims[0] if len(claims) == 1 else None
+    return lines[0] if lines and lines[0].startswith(claim) else None
 
 
 def _array_remainder(line: str, job_id: str) -> str | None:

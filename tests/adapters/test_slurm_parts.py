@@ -268,48 +268,64 @@ def test_an_arrays_tasks_not_started_yet_are_no_job_to_act_on(tmp_path):
     assert calls.read_text().splitlines()[-1] == "scontrol -o show job 1"
 
 
-@pytest.mark.parametrize("order", ["22.05's", "reversed"])
-def test_the_ids_own_record_is_found_among_every_record_in_any_order(tmp_path, order):
-    """`Slurm.alone` judged the id by the first record of ``scontrol show job <id>``, which
-    22.05 writes first for an array's id. In another order (another Slurm version) the
-    first record was a started task's, and the bare id was taken: for the array's tasks
-    not started yet (``1_[2-5]``, by which scancel and requeue act on every task, the
-    running ones too), and for the task that keeps the array's id (``4_3``); the reading
-    of that task was refused as a forged line break. The id's own record is looked for
-    among every record now, in either order. A line that only a job's text can make (a
-    second claim to the id, none of them first) is no record to act by."""
-    def ordered(*records: str) -> str:
-        return "".join(f"{r}\n" for r in (records if order == "22.05's" else records[::-1]))
-
+def test_the_ids_own_record_is_the_answers_first_or_nothing_is_acted_on(tmp_path):
+    """`Slurm.alone` judges the id by the first record of ``scontrol show job <id>``, which
+    22.05 writes first for an array's id (the tasks' records after it). An answer whose
+    first record is another's (another order) is refused, not searched for a line claiming
+    the id: such a line may be a job's own text (a line break in its name), and the bare
+    id was taken for the array's tasks not started yet (``1_[2-5]``, by which scancel acts
+    on every task, the running ones too)."""
     task3 = JOB.replace("JobId=3 JobName=", "JobId=4 ArrayJobId=4 ArrayTaskId=3 JobName=")
     task1 = JOB.replace("JobId=3 JobName=", "JobId=5 ArrayJobId=4 ArrayTaskId=1 JobName=")
-    slurm_ = _scontrol_answering(tmp_path, {"1": ordered(LEFTOVER, LEFTOVER_TASK_1),
-                                            "4": ordered(task3, task1), "4_3": task3 + "\n"})
+    slurm_ = _scontrol_answering(tmp_path, {"1": f"{LEFTOVER}\n{LEFTOVER_TASK_1}\n",
+                                            "4": f"{task3}\n{task1}\n", "4_3": task3 + "\n"})
     with pytest.raises(UnnamedJobError, match=r"job 1: not acted on: its id names the tasks "
                        r"of its array not started yet \(1_\[2-5\]\)"):
         slurm_.alone("1")
     assert slurm_.alone("4") == "4_3"
+    assert slurm_.alone("4_3") == "4_3"  # (a task's name, as before 8b29e72)
     assert slurm_.job("4")["id"] == "4"
     assert slurm_.job_and_nodes("4", [])[0]["id"] == "4"
-    # Task 1's name forges a second record of id 4 (a leftover): with Slurm's own record
-    # first, it is that; with none first, which is Slurm's cannot be told: not acted on.
+    # with Slurm's own record first, task 1's forged record of id 4 is not the id's
     forged = task1.replace("JobName=two words", "JobName=x\nJobId=4 ArrayJobId=4 "
                            "ArrayTaskId=5-9 JobName=y")
-    slurm_ = _scontrol_answering(tmp_path, {"4": ordered(task3, forged)})
-    if order == "22.05's":
-        assert slurm_.alone("4") == "4_3"
-    else:
-        with pytest.raises(UnnamedJobError, match="job 4: not acted on: scontrol's answer "
-                           "holds no one record of its id"):
-            slurm_.alone("4")
+    slurm_ = _scontrol_answering(tmp_path, {"4": f"{task3}\n{forged}\n"})
+    assert slurm_.alone("4") == "4_3"
+    # in another order, nothing is acted on
+    slurm_ = _scontrol_answering(tmp_path, {"1": f"{LEFTOVER_TASK_1}\n{LEFTOVER}\n",
+                                            "4": f"{task1}\n{task3}\n"})
+    for job_id in ("1", "4"):
+        with pytest.raises(UnnamedJobError, match=f"job {job_id}: not acted on: the first "
+                           "record of scontrol's answer is not its id's"):
+            slurm_.alone(job_id)
     # an answer with no record at all names no job either (the bare id was taken)
     slurm_ = _scontrol_answering(tmp_path, {"9": ""})
-    with pytest.raises(UnnamedJobError, match="job 9: not acted on: scontrol's answer "):
+    with pytest.raises(UnnamedJobError, match="job 9: not acted on: the first record "):
         slurm_.alone("9")
 
 
-@pytest.mark.parametrize("order", ["22.05's", "reversed"])
-def test_a_hooks_stop_of_a_heterogeneous_jobs_part_acts_as_slurm_allows(tmp_path, order):
+def test_a_forged_claim_to_the_id_after_another_jobs_record_is_not_acted_by(tmp_path):
+    """The answer to ``show job 1`` holds no record of job 1 first, only a task of array 1
+    (job 2) whose name forges ``JobId=1 HetJobId=999 HetJobOffset=0 JobName=``, or a plain
+    ``JobId=1 JobName=``. The lone claim was taken for job 1's record (8b29e72): the forged
+    ``HetJobId`` had root's adapter cancel job 999, another user's; the plain one gave the
+    bare id back, by which Slurm acts on every task of array 1. Nothing is acted on now
+    (the reviewer's reproducers, r3)."""
+    for forgery, acted in (("JobId=1 HetJobId=999 HetJobOffset=0 JobName=y", "scancel 999"),
+                           ("JobId=1 JobName=y", "scancel 1")):
+        (tmp_path / "calls").unlink(missing_ok=True)
+        forged = LEFTOVER_TASK_1.replace("JobName=left", f"JobName=x\n{forgery}")
+        (tmp_path / "answer").write_text(forged + "\n")
+        calls, slurm_ = _noting_slurm(tmp_path, f'cat "{tmp_path}/answer"\nexit 0\n')
+        with pytest.raises(UnnamedJobError, match="job 1: not acted on: the first record"):
+            slurm_.alone("1")
+        with pytest.raises(UnnamedJobError):
+            slurm_.cancel("1")
+        assert acted not in calls.read_text()
+        assert all(" show job " in line for line in calls.read_text().splitlines())
+
+
+def test_a_hooks_stop_of_a_heterogeneous_jobs_part_acts_as_slurm_allows(tmp_path):
     """A heterogeneous job 7 of two parts (part 1 is job 8). Part 0 keeps the job's id, by
     which Slurm acts on every part; Slurm cancels a part after part 0 alone by
     ``<id>+<offset>``, cancels no part 0 alone (its cancel is the whole job's) and
@@ -320,8 +336,7 @@ def test_a_hooks_stop_of_a_heterogeneous_jobs_part_acts_as_slurm_allows(tmp_path
     cancels ``7``, and each comment goes on its part alone (``7+0``, ``7+1``)."""
     part0 = JOB.replace("JobId=3 JobName=", "JobId=7 HetJobId=7 HetJobOffset=0 JobName=")
     part1 = JOB.replace("JobId=3 JobName=", "JobId=8 HetJobId=7 HetJobOffset=1 JobName=")
-    records = (part0, part1) if order == "22.05's" else (part1, part0)
-    (tmp_path / "answer-7").write_text("".join(f"{r}\n" for r in records))
+    (tmp_path / "answer-7").write_text(f"{part0}\n{part1}\n")
     (tmp_path / "answer-8").write_text(part1 + "\n")
     calls, slurm_ = _noting_slurm(
         tmp_path, f'[ "$2 $3" = "show job" ] && cat "{tmp_path}/answer-$4"\nexit 0\n')
@@ -4809,3 +4824,19 @@ def test_privatedata_jobs_refuses_the_power_decision_of_a_user_it_hides_jobs_fro
     assert (f"in slurm.conf hides {' and '.join(h[0] for h in hidden)} from uid {uid} "
             "(neither root nor SlurmUser): the power decision would not see "
             f"{' and '.join(h[1] for h in hidden)} and could power off their nodes" in line)
+
+
+def test_jobs_alone_takes_an_answers_first_record_only_when_it_is_the_ids(tmp_path):
+    """`Slurm.jobs_alone` took each answer's first line whatever job it was of; as
+    `Slurm.alone` (`_own_record`), a first record that is not the id's is no answer."""
+    part0 = JOB.replace("JobId=3 JobName=", "JobId=7 HetJobId=7 HetJobOffset=0 JobName=")
+    part1 = JOB.replace("JobId=3 JobName=", "JobId=8 HetJobId=7 HetJobOffset=1 JobName=")
+    (tmp_path / "answer-7").write_text(f"{part0}\n{part1}\n")
+    (tmp_path / "answer-9").write_text(f"{part1}\n{part0}\n")
+    (tmp_path / "scontrol").write_text(
+        "#!/bin/sh\nwhile IFS= read -r line; do\n  case \"$line\" in\n"
+        f"    \"show job \"*) cat \"{tmp_path}/answer-${{line#show job }}\" ;;\n"
+        "    *) echo \"scontrol: $line\" ;;\n  esac\ndone\n")
+    (tmp_path / "scontrol").chmod(0o755)
+    found, late = Slurm(bin_dir=str(tmp_path), env=None).jobs_alone(["7", "9"], 30)
+    assert found == {"7": part0} and late == []
