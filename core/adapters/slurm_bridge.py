@@ -590,21 +590,71 @@ def _host_failure(ctx: Context, out: Outcome, job_id: str, node: str, script: st
     except SlurmError as exc:
         log.warning("job %s: its comment could not be set: %s", job_id, exc)
     try:
-        if out.consequence == "delete":
-            ctx.slurm.cancel(job_id)
-            log.info("job %s cancelled (%s)", job_id, out.event)
-        else:
-            try:
-                ctx.slurm.requeue(job_id)
-                log.info("job %s requeued (%s)", job_id, out.event)
-            except SlurmError as exc:  # not requeueable (--no-requeue): PBS would delete
-                if isinstance(exc, UnnamedJobError):
-                    raise
-                log.warning("job %s cannot be requeued (%s): cancelled", job_id, exc)
-                ctx.slurm.cancel(job_id)
+        _stop(ctx, job_id, out.consequence == "delete", ctx.slurm.requeue, out.event)
     except SlurmError as exc:
         return _answer(1, f"pbsplug {script}: job {job_id} could not be stopped: {exc}")
     return _answer(0)
+
+
+#: ``JobState``s of a job that is not running (22.05): pending (requeued or not started),
+#: ending or ended; ``GONE``: Slurm no longer knows its id (`Slurm.job_state`).
+STOPPED_STATES = frozenset({
+    "PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "COMPLETING",
+    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+    "DEADLINE", "OUT_OF_MEMORY", "GONE"})
+
+
+def _stop(ctx: Context, job_id: str, delete: bool, requeue: Callable[[str], None],
+          why: str) -> None:
+    """Job `job_id` cancelled (`delete`) or requeued by `requeue` (cancelled when Slurm
+    will not requeue it: PBS deletes a job it cannot rerun). A requeue or cancel Slurm
+    answers with an error is read back (`_stopped_already`): a job found pending or ended
+    is stopped, not a failure (22.05: ``requeue <het job>`` with one part
+    ``--no-requeue`` fails yet requeues the other parts; a second part's Prolog finds the
+    job requeued by the first's, ``Job is pending execution``; and Slurm cancels no
+    pending part alone). `SlurmError` when the job still runs and could not be stopped."""
+    if delete:
+        try:
+            ctx.slurm.cancel(job_id)
+        except SlurmError as exc:
+            if isinstance(exc, UnnamedJobError) or not _stopped_already(ctx, job_id, exc):
+                raise
+            return
+        log.info("job %s cancelled (%s)", job_id, why)
+        return
+    try:
+        requeue(job_id)
+        log.info("job %s requeued (%s)", job_id, why)
+        return
+    except SlurmError as exc:  # not requeueable (--no-requeue): PBS would delete
+        if isinstance(exc, UnnamedJobError):
+            raise
+        if _stopped_already(ctx, job_id, exc):
+            return
+        refused = exc
+    try:
+        ctx.slurm.cancel(job_id)
+    except SlurmError as exc:
+        if isinstance(exc, UnnamedJobError) or not _stopped_already(ctx, job_id, exc):
+            raise
+        return
+    log.warning("job %s cannot be requeued (%s): cancelled", job_id, refused)
+
+
+def _stopped_already(ctx: Context, job_id: str, exc: SlurmError) -> bool:
+    """Whether job `job_id`, whose stop Slurm answered with `exc`, is stopped all the same
+    (`STOPPED_STATES`), read back from Slurm; logged either way."""
+    try:
+        state = ctx.slurm.job_state(job_id)
+    except SlurmError as err:
+        log.warning("job %s: not stopped (%s), and its state not read: %s", job_id, exc, err)
+        return False
+    if state in STOPPED_STATES:
+        log.warning("job %s is %s: not stopped again (Slurm answered: %s)", job_id, state,
+                    exc)
+        return True
+    log.warning("job %s is %s: not stopped (%s)", job_id, state, exc)
+    return False
 
 
 # -- the scripts ----------------------------------------------------------------------------
@@ -659,13 +709,7 @@ def _held_for_its_text(ctx: Context, job_id: str, exc: JobTextError, script: str
     except SlurmError as err:
         log.warning("job %s: its comment could not be set: %s", job_id, err)
     try:
-        try:
-            ctx.slurm.requeue_hold(job_id)
-        except SlurmError as err:  # not requeueable (--no-requeue)
-            if isinstance(err, UnnamedJobError):
-                raise
-            log.warning("job %s cannot be requeued (%s): cancelled", job_id, err)
-            ctx.slurm.cancel(job_id)
+        _stop(ctx, job_id, False, ctx.slurm.requeue_hold, f"{script}: its text")
     except SlurmError as err:
         return _answer(1, f"pbsplug {script}: job {job_id} could not be stopped: {err}")
     return _answer(0)

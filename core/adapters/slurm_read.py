@@ -240,6 +240,26 @@ class Slurm:
         name = self.alone(job_id)
         self.run("scancel", _het_whole(name) if name.endswith("+0") else name)
 
+    def job_state(self, job_id: str) -> str:
+        """Slurm's state of job `job_id` now (``JobState`` of its own record, `_own_record`:
+        ``RUNNING``, ``PENDING``, ``CANCELLED``...), ``GONE`` when Slurm no longer knows
+        the id (22.05: ``Invalid job id specified``, an ended job purged). `SlurmError`
+        when it cannot be told: scontrol failed, or the record is not the id's, or holds
+        ``JobState`` twice (a job's text)."""
+        checked_job_id(job_id)
+        try:
+            text = self.run("scontrol", "-o", "show", "job", job_id)
+        except SlurmError as exc:
+            if "Invalid job id specified" in str(exc):
+                return "GONE"
+            raise
+        own = _own_record(_records(text), job_id)
+        fields = parse_line(own) if own is not None else {}
+        state = str(fields.get("JobState") or "")
+        if "JobState" in fields.get("_twice", ()) or not re.fullmatch(r"[A-Z_]+", state):
+            raise SlurmError(f"scontrol show job {job_id}: its state was not read")
+        return state
+
     def alone(self, job_id: str) -> str:
         """The name Slurm's commands act on `job_id` alone by: the id an array's last task
         to start keeps is the array's, and ``scancel``, ``scontrol requeue`` and ``update

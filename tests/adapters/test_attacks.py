@@ -1040,6 +1040,9 @@ def test_a_job_that_cannot_be_requeued_for_its_text_is_cancelled():
         def requeue_hold(self, job_id):
             raise SlurmError(f"scontrol requeuehold {job_id}: exit status 1: not requeueable")
 
+        def job_state(self, job_id):
+            return "RUNNING"
+
         def cancel(self, job_id):
             self.done.append(f"scancel {job_id}")
 

@@ -4840,3 +4840,86 @@ def test_jobs_alone_takes_an_answers_first_record_only_when_it_is_the_ids(tmp_pa
     (tmp_path / "scontrol").chmod(0o755)
     found, late = Slurm(bin_dir=str(tmp_path), env=None).jobs_alone(["7", "9"], 30)
     assert found == {"7": part0} and late == []
+
+
+def _het_slurm(tmp_path, refusals: dict[str, str], after: dict[str, str]):
+    """Stand-in scontrol and scancel for a heterogeneous job 7 whose part 1 (job 8) runs:
+    each command line in `refusals` exits 1 with that text on stderr, and the parts'
+    ``JobState`` become `after`'s (``{"8": "PENDING"}``) once one of them was run, as
+    22.05 requeues some parts of a requeue it answers with an error."""
+    part0 = JOB.replace("JobId=3 JobName=", "JobId=7 HetJobId=7 HetJobOffset=0 JobName=")
+    part1 = JOB.replace("JobId=3 JobName=", "JobId=8 HetJobId=7 HetJobOffset=1 JobName=")
+    for job_id, record in (("7", f"{part0}\n{part1}\n"), ("8", f"{part1}\n")):
+        (tmp_path / f"answer-{job_id}").write_text(record)
+    for job_id, record in (("7", f"{part0}\n"), ("8", f"{part1}\n")):
+        state = after.get(job_id, "RUNNING")
+        (tmp_path / f"after-{job_id}").write_text(
+            record.replace("JobState=RUNNING", f"JobState={state}"))
+    rest = f'[ "$2 $3" = "show job" ] && {{ cat "{tmp_path}/answer-$4"; exit 0; }}\n'
+    for line, why in refusals.items():
+        rest += (f'[ "$*" = "{line.split(" ", 1)[1]}" ] && {{ cp {tmp_path}/after-8 '
+                 f'{tmp_path}/answer-8; echo "{why}" >&2; exit 1; }}\n')
+    return _noting_slurm(tmp_path, rest + "exit 0\n")
+
+
+@pytest.mark.parametrize("case", ["part 0 --no-requeue", "requeued by part 0's Prolog",
+                                  "text: requeuehold"])
+def test_a_stop_slurm_answers_with_an_error_but_made_is_no_failure(tmp_path, caplog, case):
+    """22.05, a heterogeneous job 7 whose part 1 (job 8) a hook stops. Part 0
+    ``--no-requeue``: ``scontrol requeue 7`` (``requeuehold 7``) exits 1 ``Requested
+    operation is presently disabled`` but requeues part 1. With ``PrologFlags=Alloc``
+    part 0's Prolog requeued the job first: ``requeue 7`` exits 1 ``Job is pending
+    execution``. The adapter took either for a job that cannot be requeued, ran ``scancel
+    7+1`` on the pending part, which Slurm refuses (``Operation not permitted on individual
+    component``), and the Prolog exited 1: the node drained for a job a hook merely judged
+    (the reviewer's reproducers, r3, on the real Slurm). The job is read back now: a part
+    pending is stopped, exit 0, and no log says it was cancelled."""
+    requeue = "scontrol requeuehold 7" if case.startswith("text") else "scontrol requeue 7"
+    why = ("Job is pending execution" if "part 0's" in case
+           else "Requested operation is presently disabled for job 7")
+    calls, slurm_ = _het_slurm(tmp_path, {
+        requeue: why,
+        "scancel 7+1": "Operation not permitted on individual component of heterogeneous job"},
+        {"8": "PENDING"})
+    ctx = type("Ctx", (), {"slurm": slurm_})()
+    caplog.set_level(logging.INFO, logger="pbsplug")
+    if case.startswith("text"):
+        answer = slurm_bridge._held_for_its_text(ctx, "8", JobTextError("split"), "Prolog")
+    else:
+        out = Outcome(event="execjob_begin", accepted=False, hook="h", kind="reject",
+                      message="no", consequence="requeue")
+        answer = slurm_bridge._host_failure(ctx, out, "8", "n1", "Prolog")
+    assert answer == {"exit": 0, "stdout": "", "error": ""}
+    acted = [line for line in calls.read_text().splitlines() if " show job " not in line]
+    assert acted[1:] == [requeue], acted
+    assert "cancelled" not in caplog.text
+    assert "job 8 is PENDING: not stopped again" in caplog.text
+
+
+def test_a_part_still_running_after_a_refused_stop_is_cancelled_or_a_failure(tmp_path,
+                                                                             caplog):
+    """A requeue refused for a part read back running is a job that cannot be requeued:
+    cancelled, as PBS deletes a job it cannot rerun, and logged so; a cancel refused with
+    the part still running is the stop's failure (exit 1, the documented rule: Slurm's
+    own stops the job rather than let it run unchecked); a hook's delete refused for a part
+    already pending is no failure."""
+    calls, slurm_ = _het_slurm(tmp_path, {"scontrol requeue 7": "presently disabled"}, {})
+    ctx = type("Ctx", (), {"slurm": slurm_})()
+    caplog.set_level(logging.INFO, logger="pbsplug")
+    out = Outcome(event="execjob_begin", accepted=False, hook="h", kind="reject",
+                  message="no", consequence="requeue")
+    assert slurm_bridge._host_failure(ctx, out, "8", "n1", "Prolog")["exit"] == 0
+    assert calls.read_text().splitlines()[-1] == "scancel 7+1"
+    assert "job 8 cannot be requeued (" in caplog.text and "): cancelled" in caplog.text
+    calls.unlink()
+    calls, slurm_ = _het_slurm(tmp_path, {"scontrol requeue 7": "presently disabled",
+                                          "scancel 7+1": "not permitted"}, {})
+    ctx = type("Ctx", (), {"slurm": slurm_})()
+    answer = slurm_bridge._host_failure(ctx, out, "8", "n1", "Prolog")
+    assert answer["exit"] == 1 and "could not be stopped" in answer["error"]
+    calls.unlink()
+    calls, slurm_ = _het_slurm(tmp_path, {"scancel 7+1": "not permitted"}, {"8": "PENDING"})
+    ctx = type("Ctx", (), {"slurm": slurm_})()
+    delete = Outcome(event="execjob_begin", accepted=False, hook="h", kind="reject",
+                     message="no", consequence="delete")
+    assert slurm_bridge._host_failure(ctx, delete, "8", "n1", "Prolog")["exit"] == 0

@@ -4,6 +4,7 @@ and controller scripts, with PBS's consequences mapped onto Slurm's."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -639,3 +640,92 @@ def test_a_hooks_stop_of_a_heterogeneous_jobs_part_1_acts_as_slurm_allows(slurm,
         assert not _drained(cluster, "n1")
     finally:
         HET_STOP.unlink(missing_ok=True)
+
+
+def _stop_logged(slurm, job_id: str) -> bool:
+    """Whether the adapter's log tells how its stop of job `job_id` ended."""
+    return any(f"job {job_id} {what}" in slurm.log_text()
+               for what in ("requeued", "cancelled", "cannot be", "is ", "could not"))
+
+
+def test_a_hooks_requeue_of_part_1_with_part_0_no_requeue_drains_no_node(slurm, dists):
+    """Part 0 ``--no-requeue``, part 1 ``--requeue``; an execjob_begin hook rejects part 1
+    (a requeue). 22.05 answers ``scontrol requeue <id>`` with an error (``Requested
+    operation is presently disabled``) yet requeues part 1; the adapter took that for a
+    job it cannot requeue, ran ``scancel <id>+1`` on the pending part, which Slurm refuses
+    (``Operation not permitted on individual component``), the Prolog exited 1 and n1 was
+    drained (the reviewer's reproducer, r3, 3 of 3). The part is read back now: pending,
+    stopped; the node stays in service; part 0 runs on (Slurm's doing)."""
+    dists.add("stopsone", STOPS_ONE)
+    slurm.install(site_toml("stopsone"))
+    cluster = slurm.cluster
+    first = cluster.sbatch("-H", "-J", "het", "-o", "/dev/null", "-p", "gpu", "-w", "n3",
+                           "-n", "1", "--no-requeue", ":", "-p", "all", "-w", "n1", "-n", "2",
+                           "--requeue",
+                           script="#!/bin/sh\nsrun --het-group=1 sleep 600 &\nsleep 600\n")
+    second = str(int(first) + 1)
+    HET_STOP.write_text(f"{second} requeue")
+    try:
+        cluster.run("/usr/bin/scontrol", "release", first)
+        until(lambda: _stop_logged(slurm, second) or _drained(cluster, "n1"), 90,
+              "part 1's Prolog to stop it")
+        log = slurm.log_text()
+        # (read back while Slurm requeues it: COMPLETING, then PENDING)
+        assert re.search(rf"job {second} is (COMPLETING|PENDING): not stopped again", log), \
+            log[-2000:]
+        assert f"job {second} cannot be requeued" not in log, log[-2000:]
+        part1 = cluster.wait_job(second, lambda j: j["job_state"] == "PENDING"
+                                 and j["restart_cnt"] >= 1, 60, "requeued")
+        assert "stopsone: requeue this part" in part1["comment"], part1
+        assert cluster.job(first)["job_state"] == "RUNNING"
+        assert not _drained(cluster, "n1"), cluster.node("n1")
+    finally:
+        HET_STOP.unlink(missing_ok=True)
+
+
+REJECTS_ALL = """
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(api="1.0", events=("execjob_begin",))
+
+
+@hookimpl
+def execjob_begin(event):
+    event.reject("rejectsall: not here")
+"""
+
+
+def test_with_prologflags_alloc_a_reject_of_every_part_requeues_the_het_job(slurm, dists):
+    """``PrologFlags=Alloc``: each part's Prolog runs at allocation, and a hook rejects
+    every execjob_begin (a requeue). The first Prolog requeues the heterogeneous job; the
+    second's ``scontrol requeue <id>`` is answered ``Job is pending execution``, which the
+    adapter took for a job it cannot requeue: ``scancel <id>+1`` of a pending part, which
+    Slurm refuses, exit 1, the node drained (the reviewer's reproducer, r3). Both parts
+    are read back now: pending, stopped; requeued, neither node drained."""
+    dists.add("rejectsall", REJECTS_ALL)
+    slurm.install(site_toml("rejectsall"))
+    cluster = slurm.cluster
+    conf = cluster.conf.read_text()
+    cluster.write_conf(conf + "PrologFlags=Alloc\n")
+    cluster.restart_controller()
+    cluster.reconfigure()
+    try:
+        first = cluster.sbatch("-J", "het", "-o", "/dev/null", "-p", "gpu", "-w", "n3", "-n",
+                               "1", ":", "-p", "all", "-w", "n1", "-n", "2",
+                               script="#!/bin/sh\nsleep 600\n")
+        second = str(int(first) + 1)
+        until(lambda: all(_stop_logged(slurm, p) for p in (first, second))
+              or _drained(cluster, "n1") or _drained(cluster, "n3"), 90,
+              "both parts' Prologs to stop them")
+        log = slurm.log_text()
+        assert "cannot be requeued" not in log and "could not be stopped" not in log, log
+        assert re.search(r"job [0-9]+ is (COMPLETING|PENDING): not stopped again", log), \
+            log[-2000:]
+        for part in (first, second):
+            cluster.wait_job(part, lambda j: j["job_state"] == "PENDING"
+                             and j["restart_cnt"] >= 1, 60, "requeued")
+        assert not _drained(cluster, "n1") and not _drained(cluster, "n3")
+    finally:
+        cluster.write_conf(conf)
+        cluster.restart_controller()
+        cluster.reconfigure()
