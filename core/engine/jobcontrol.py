@@ -659,8 +659,9 @@ class JobControl:
             raise refused
 
     def _end_one(self, job_id: str, who: str) -> None:
-        """`_end_running`'s kill of one job: a subjob its array's qdel marked deleted, else
-        requeued when rerunnable, else finished."""
+        """`_end_running`'s kill of one job: a subjob its array's qdel marked deleted
+        (`Engine.delete_marked`, as the first poll deletes it: one a qrerun is ending is
+        requeued all the same), else requeued when rerunnable, else finished."""
         eng = self.engine
         attrs = eng.store.job(job_id) or {}
         if attrs.get("job_state") not in ("R", "E", "S"):

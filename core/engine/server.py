@@ -934,20 +934,25 @@ class Engine:
             self.log(LOG_JOB, "Job", job_id, "job deleted after a server restart: its "
                      "array's qdel stands")
             try:
-                if (self.store.runtime(job_id) or {}).get("end_reason") == "requeue":
-                    # (a qrerun since the start: its requeue stands, as a qdel's then)
-                    self._delete_requeued(Caller(uid, ROLE_USER), job_id, None)
-                else:
-                    self.delete_marked(job_id, uid, attrs)
+                self.delete_marked(job_id, uid, attrs)
             except Exception as exc:  # one job's fault stops no other's (a full disk)
                 self.log(LOG_ERROR, "Job", job_id, "deleting it after a server restart "
                          f"failed: {type(exc).__name__}: {exc}")
 
     def delete_marked(self, job_id: str, uid: int, attrs: dict[str, Any]) -> None:
-        """Running subjob `job_id`, marked to be deleted at the next start (`stop_chains`),
-        deleted as a qdel by `uid` deletes a running job (`_kill_deleted`), not requeued
-        (qterm -t immediate's kill, as its array's qdel was answered)."""
-        self._kill_deleted(Caller(uid, ROLE_USER), job_id, attrs, purge=False)
+        """Running subjob `job_id`, marked to be deleted at the next start (`stop_chains`,
+        `_keep_accepted`), deleted as a qdel by `uid` deletes a running job, at the first
+        poll (`_poll_deletes_again`) or at a ``qterm -t immediate`` before it
+        (`JobControl._end_running`), one rule for both: killed (`_kill_deleted`), not
+        requeued (the stop's kill, as its array's qdel was answered); one whose run a
+        qrerun answered since the start is ending is deleted as a qdel then deletes it,
+        its D record written, the requeue standing (`_delete_requeued`): the kill overrode
+        the answered qrerun."""
+        caller = Caller(uid, ROLE_USER)
+        if (self.store.runtime(job_id) or {}).get("end_reason") == "requeue":
+            self._delete_requeued(caller, job_id, None)
+        else:
+            self._kill_deleted(caller, job_id, attrs, purge=False)
 
     def _poll_ends_again(self) -> None:
         """The jobs `_recover` found ending (`ends_again`) ended again (`_end_again`)."""

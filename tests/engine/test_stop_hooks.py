@@ -680,3 +680,20 @@ def test_a_qrerun_before_the_first_poll_of_a_subjob_to_be_deleted_keeps_its_requ
     assert again.req_delete(ROOT, [first]) == [{"id": first}]
     assert (engine_root / "ran").read_text().split() == [first, second, first]
     assert _deleters(again, first) == [f"daemon@{again.host}", f"root@{again.host}"]
+
+
+def test_a_qterm_immediate_after_a_qrerun_of_a_subjob_to_be_deleted_keeps_its_requeue(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # As at the first poll (above), a qterm -t immediate before it deletes the marked
+    # subjob that a qrerun is ending as a qdel then does: its D record (daemon's), the
+    # requeue standing; one rule for both (`Engine.delete_marked`). (The stop's kill took
+    # no heed of the qrerun: the run ended deleted, answered as rerun.)
+    again, first, _second = _refused_at_stop(engine_here, register_plugin, sigterm_stops,
+                                             engine_root)
+    again.req_rerun(ROOT, [first])
+    assert (again.store.runtime(first) or {}).get("end_reason") == "requeue"
+    assert again.req_terminate(ROOT, "immediate") == "shutting down"
+    assert again.store.job(first)["job_state"] == "Q"
+    assert _deleters(again, first) == [f"daemon@{again.host}"]
+    assert "its run is being ended for a requeue, which stands" in _log(again)
+    assert "delete_at_start" not in (again.store.runtime(first) or {})
