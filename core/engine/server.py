@@ -922,14 +922,19 @@ class Engine:
         would run on in a deleted array). One deleted or ended meanwhile is let be: one
         deletion, one D record. One whose run a qrerun since the start is ending is
         deleted as a qdel then deletes it: its D record written, the requeue standing
-        (`_delete_requeued`); its kill overrode the qrerun, answered as done."""
-        while self.deletes_again:
-            job_id, uid = self.deletes_again.popitem()
+        (`_delete_requeued`); its kill overrode the qrerun, answered as done. One whose
+        deletion cannot be written (a full disk) stays in `deletes_again`, logged once for
+        each failure, and the next poll tries it again (a qdel before that deletes it as
+        that array's qdel, `_delete`), as a refused qdel is tried again: dropped, the
+        subjob ran on, a later qdel fired its preterm again, and its mark, left in the
+        store, had it killed without its hooks a restart later."""
+        for job_id, uid in list(self.deletes_again.items()):
             attrs = self.store.job(job_id)
             if attrs is None or attrs.get("job_state") not in ("R", "S") or \
                     job_id not in self.launches or job_id in self.chains or \
                     self._ends_alone(job_id) or \
                     self._deleted_already(self.store.runtime(job_id) or {}):
+                self.deletes_again.pop(job_id, None)
                 continue
             self.log(LOG_JOB, "Job", job_id, "job deleted after a server restart: its "
                      "array's qdel stands")
@@ -937,7 +942,9 @@ class Engine:
                 self.delete_marked(job_id, uid, attrs)
             except Exception as exc:  # one job's fault stops no other's (a full disk)
                 self.log(LOG_ERROR, "Job", job_id, "deleting it after a server restart "
-                         f"failed: {type(exc).__name__}: {exc}")
+                         f"failed: {type(exc).__name__}: {exc}; tried again at the next poll")
+                continue
+            self.deletes_again.pop(job_id, None)
 
     def delete_marked(self, job_id: str, uid: int, attrs: dict[str, Any]) -> None:
         """Running subjob `job_id`, marked to be deleted at the next start (`stop_chains`,

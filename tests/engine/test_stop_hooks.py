@@ -19,6 +19,7 @@ import pytest
 from pbsplug import PluginInfo, hookimpl, lifecycle
 from pbsplug.engine.errors import PBSE_HOOKERROR, PBSE_SYSTEM, PbsError
 from pbsplug.engine.server import ROLE_MANAGER, Caller
+from pbsplug.engine.store import StoreWriteError
 from pbsplug.runner import CANCELLED
 
 from .conftest import accounting_records, poll_until, until
@@ -697,3 +698,37 @@ def test_a_qterm_immediate_after_a_qrerun_of_a_subjob_to_be_deleted_keeps_its_re
     assert _deleters(again, first) == [f"daemon@{again.host}"]
     assert "its run is being ended for a requeue, which stands" in _log(again)
     assert "delete_at_start" not in (again.store.runtime(first) or {})
+
+
+@pytest.mark.parametrize("then", ["next poll", "qdel"])
+def test_a_first_poll_deletion_that_cannot_be_written_is_tried_again(
+        then, engine_here, register_plugin, sigterm_stops, engine_root, monkeypatch):
+    # The first poll's deletion of the marked subjob fails to write (a full disk): it is
+    # logged, and the subjob stays to be deleted (`deletes_again`): the next poll deletes
+    # it, or a qdel before that deletes it as the refused qdel, without its hooks again.
+    # (It was dropped: the subjob ran on, a later qdel fired its accepted preterm again,
+    # and the mark left in the store killed it without hooks a restart later.)
+    again, first, second = _refused_at_stop(engine_here, register_plugin, sigterm_stops,
+                                            engine_root)
+    real, failed = again._record_deletion, []
+
+    def fail_once(*args: Any, **kwargs: Any) -> None:
+        if not failed:
+            failed.append(args[1])
+            raise StoreWriteError("database or disk is full")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(again, "_record_deletion", fail_once)
+    again.poll()
+    assert failed == [first] and again.store.job(first)["job_state"] == "R"
+    assert _log(again).count("deleting it after a server restart failed") == 1
+    assert first in again.deletes_again
+    if then == "next poll":
+        again.poll()
+    else:
+        assert again.req_delete(ROOT, [first]) == [{"id": first}]
+    poll_until(again, lambda: again.store.job(first)["job_state"] == "F", "its deletion")
+    assert _deleters(again, first) == [f"daemon@{again.host}"]
+    assert (engine_root / "ran").read_text().split() == [first, second]  # (not run again)
+    assert _log(again).count("deleting it after a server restart failed") == 1
+    assert first not in again.deletes_again
