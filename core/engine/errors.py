@@ -125,6 +125,8 @@ def stopped(outcome: Outcome, stopping: bool) -> bool:
 def refuse_if_stopped(outcome: Outcome, stopping: bool, obj: str | None = None) -> None:
     """A request whose hooks the server's stop gave up (`stopped`) refused with `STOPPING`,
     nothing of it done, as PBS's server shutting down answers a request it does not
-    finish; not ``hook encountered an exception``."""
+    finish; not ``hook encountered an exception``. (An array's qdel whose subjobs'
+    preterm hooks accepted before the one given up has its own answer, naming those,
+    which are deleted: `Engine._array_preterms`.)"""
     if stopped(outcome, stopping):
         raise PbsError(PBSE_SYSTEM, STOPPING, obj=obj)

@@ -2037,7 +2037,10 @@ class Engine:
         anything of the deletion is recorded, in the order the subjobs are then deleted
         (`Arrays.delete`). One the server's stop gave up refuses the qdel (`job_id`) with
         `STOPPING`, nothing of it done: no D record, its queued indices kept, its subjobs
-        running on, and no later subjob's hooks fired (the stop would give them up too).
+        running on, and no later subjob's hooks fired (the stop would give them up too);
+        but the subjobs whose hooks accepted before it, marked to be deleted at the next
+        start (`_keep_accepted`), are named in its answer (`_accepted_at_stop`): they were
+        answered as not deleted, and were.
         (Fired as each subjob was deleted, the qdel was refused so with the array's D
         written and its queued indices gone: half done, answered as not done.) A subjob
         this request has taken already (`killed`) fires none again: `_delete` answers it
@@ -2060,12 +2063,13 @@ class Engine:
                                   vnode_list=self._job_vnodes(attrs))
             if stopped(outcome, self.stopping):
                 self._log_preterm_stopped(sub)
-                self._keep_accepted(caller, outcomes)
+                if kept := self._keep_accepted(caller, outcomes):
+                    raise PbsError(PBSE_SYSTEM, _accepted_at_stop(kept), obj=job_id)
                 refuse_if_stopped(outcome, self.stopping, job_id)
             outcomes[sub] = outcome
         return outcomes, chained
 
-    def _keep_accepted(self, caller: Caller, outcomes: Mapping[str, Outcome]) -> None:
+    def _keep_accepted(self, caller: Caller, outcomes: Mapping[str, Outcome]) -> list[str]:
         """The subjobs whose execjob_preterm hooks accepted an array's qdel that the
         server's stop then refused (`_array_preterms`), marked in one write before the
         refusal to be deleted at the next start (``delete_at_start``, the caller's uid), as
@@ -2076,10 +2080,10 @@ class Engine:
         the qdel tried again, they ran twice for one deletion; kept as a mark that any
         later qdel of the run honoured, a qdel hours later killed the job without its
         hooks. One that cannot be written (a full disk) is logged: the subjobs run on, and
-        a later qdel fires their hooks again."""
+        a later qdel fires their hooks again. The subjobs marked ([] when none)."""
         accepted = [sub for sub, outcome in outcomes.items() if outcome.accepted]
         if not accepted:
-            return
+            return []
         try:
             with self.store.transaction() as st:
                 for sub in accepted:
@@ -2088,11 +2092,12 @@ class Engine:
             self.log(LOG_ERROR, "Job", accepted[0], "marking the subjobs whose "
                      f"execjob_preterm hooks accepted their deletion ({', '.join(accepted)}) "
                      f"to be deleted at the next start failed: {type(exc).__name__}: {exc}")
-            return
+            return []
         for sub in accepted:
             self.log(LOG_JOB, "Job", sub, "its execjob_preterm hooks accepted its array's "
                      "qdel, which the server's stop refused: the job is deleted when the "
                      "server starts again")
+        return accepted
 
     def _preterm_done(self, caller: Caller, job_id: str, purge: bool, chain: _Chain,
                       outcome: Outcome) -> None:
@@ -5525,6 +5530,18 @@ def _never_started(runtime: Mapping[str, Any] | None, launch: executor.Launch) -
     (a qdel, a limit, a qrerun): a failed start (`Engine._failed_start`)."""
     return (runtime or {}).get("end_reason") is None and \
         executor.Launch.recorded(launch.status_file, launch.tmpdir) is None
+
+
+def _accepted_at_stop(subjobs: list[str]) -> str:
+    """The answer of an array's qdel the server's stop refused (`STOPPING`, the deletion not
+    recorded) whose running `subjobs`' execjob_preterm hooks had accepted it: they are
+    deleted at the next start (`Engine._keep_accepted`), said as the answer of a qdel whose
+    subjob's chain the stop gave up says it (`Engine._delete_at_start`)."""
+    those, are = (f"subjobs {', '.join(subjobs)}", "are") if len(subjobs) > 1 else \
+        (f"subjob {subjobs[0]}", "is")
+    return (f"{STOPPING}; the deletion is not recorded, but its running {those}, whose "
+            f"execjob_preterm hooks accepted it, {are} deleted at the latest when the "
+            "server starts again")
 
 
 def _stored_launch(runtime: Any) -> executor.Launch | None:
