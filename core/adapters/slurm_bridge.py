@@ -614,13 +614,8 @@ def _stop(ctx: Context, job_id: str, delete: bool, requeue: Callable[[str], None
     job requeued by the first's, ``Job is pending execution``; and Slurm cancels no
     pending part alone). `SlurmError` when the job still runs and could not be stopped."""
     if delete:
-        try:
-            ctx.slurm.cancel(job_id)
-        except SlurmError as exc:
-            if isinstance(exc, UnnamedJobError) or not _stopped_already(ctx, job_id, exc):
-                raise
-            return
-        log.info("job %s cancelled (%s)", job_id, why)
+        if _cancelled(ctx, job_id):
+            log.info("job %s cancelled (%s)", job_id, why)
         return
     try:
         requeue(job_id)
@@ -632,13 +627,20 @@ def _stop(ctx: Context, job_id: str, delete: bool, requeue: Callable[[str], None
         if _stopped_already(ctx, job_id, exc):
             return
         refused = exc
+    if _cancelled(ctx, job_id):
+        log.warning("job %s cannot be requeued (%s): cancelled", job_id, refused)
+
+
+def _cancelled(ctx: Context, job_id: str) -> bool:
+    """Job `job_id` cancelled: True; False when Slurm refused and the job is found stopped
+    all the same (`_stopped_already`). `SlurmError` when it still runs."""
     try:
         ctx.slurm.cancel(job_id)
     except SlurmError as exc:
         if isinstance(exc, UnnamedJobError) or not _stopped_already(ctx, job_id, exc):
             raise
-        return
-    log.warning("job %s cannot be requeued (%s): cancelled", job_id, refused)
+        return False
+    return True
 
 
 def _stopped_already(ctx: Context, job_id: str, exc: SlurmError) -> bool:
