@@ -609,6 +609,9 @@ class Engine:
         #: chains (marked by `Arrays.delete`), and the uid of who asked: deleted at the
         #: first poll (`_poll_deletes_again`).
         self.deletes_again: dict[str, int] = {}
+        #: Those of `deletes_again` whose deletion a poll could not write (a full disk):
+        #: its start and failure logged once, not at every poll; its write, once done.
+        self.deletes_again_failed: set[str] = set()
         #: Jobs whose execjob_abort ran in this server for the run they are in (`_abort`):
         #: a refused or failed start whose requeue or end waits for room, a deleted
         #: prologue's job whose ``abort_pending`` mark could not be cleared (a full disk).
@@ -927,7 +930,10 @@ class Engine:
         each failure, and the next poll tries it again (a qdel before that deletes it as
         that array's qdel, `_delete`), as a refused qdel is tried again: dropped, the
         subjob ran on, a later qdel fired its preterm again, and its mark, left in the
-        store, had it killed without its hooks a restart later."""
+        store, had it killed without its hooks a restart later. With a disk that stays
+        full, the deletion and its failure are logged once (`deletes_again_failed`), not
+        at every poll, and its write once done, as `_written_or_kept` logs."""
+        self.deletes_again_failed &= self.deletes_again.keys()  # (a qdel deleted it)
         for job_id, uid in list(self.deletes_again.items()):
             attrs = self.store.job(job_id)
             if attrs is None or attrs.get("job_state") not in ("R", "S") or \
@@ -935,16 +941,26 @@ class Engine:
                     self._ends_alone(job_id) or \
                     self._deleted_already(self.store.runtime(job_id) or {}):
                 self.deletes_again.pop(job_id, None)
+                self.deletes_again_failed.discard(job_id)
                 continue
-            self.log(LOG_JOB, "Job", job_id, "job deleted after a server restart: its "
-                     "array's qdel stands")
+            failed_before = job_id in self.deletes_again_failed
+            if not failed_before:
+                self.log(LOG_JOB, "Job", job_id, "job deleted after a server restart: its "
+                         "array's qdel stands")
             try:
                 self.delete_marked(job_id, uid, attrs)
             except Exception as exc:  # one job's fault stops no other's (a full disk)
-                self.log(LOG_ERROR, "Job", job_id, "deleting it after a server restart "
-                         f"failed: {type(exc).__name__}: {exc}; tried again at the next poll")
+                if not failed_before:
+                    self.log(LOG_ERROR, "Job", job_id, "deleting it after a server restart "
+                             f"failed: {type(exc).__name__}: {exc}; tried again at each "
+                             "poll (logged once it is written)")
+                    self.deletes_again_failed.add(job_id)
                 continue
             self.deletes_again.pop(job_id, None)
+            if failed_before:
+                self.deletes_again_failed.discard(job_id)
+                self.log(LOG_JOB, "Job", job_id, "its deletion after a server restart "
+                         "recorded")
 
     def delete_marked(self, job_id: str, uid: int, attrs: dict[str, Any]) -> None:
         """Running subjob `job_id`, marked to be deleted at the next start (`stop_chains`,

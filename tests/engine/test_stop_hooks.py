@@ -741,3 +741,36 @@ def test_a_first_poll_deletion_that_cannot_be_written_is_tried_again(
     assert (engine_root / "ran").read_text().split() == [first, second]  # (not run again)
     assert _log(again).count("deleting it after a server restart failed") == 1
     assert first not in again.deletes_again
+
+
+def test_a_first_poll_deletion_that_stays_unwritten_is_logged_once(
+        engine_here, register_plugin, sigterm_stops, engine_root, monkeypatch):
+    # A disk that stays full through several polls: the deletion and its failure are
+    # logged once each (one line per event, not per poll), and once it is written, one
+    # line says so. (Two lines at every poll before.)
+    again, first, second = _refused_at_stop(engine_here, register_plugin, sigterm_stops,
+                                            engine_root)
+    real, failed = again._record_deletion, []
+
+    def fail_thrice(*args: Any, **kwargs: Any) -> None:
+        if len(failed) < 3:
+            failed.append(args[1])
+            raise StoreWriteError("database or disk is full")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(again, "_record_deletion", fail_thrice)
+    for _ in range(3):
+        again.poll()
+    assert failed == [first] * 3 and again.store.job(first)["job_state"] == "R"
+    log = _log(again)
+    assert log.count("job deleted after a server restart") == 1
+    assert log.count("deleting it after a server restart failed") == 1
+    assert "its deletion after a server restart recorded" not in log
+    again.poll()
+    poll_until(again, lambda: again.store.job(first)["job_state"] == "F", "its deletion")
+    assert _deleters(again, first) == [f"daemon@{again.host}"]
+    log = _log(again)
+    assert log.count("job deleted after a server restart") == 1
+    assert log.count("deleting it after a server restart failed") == 1
+    assert log.count("its deletion after a server restart recorded") == 1
+    assert first not in again.deletes_again
