@@ -598,14 +598,14 @@ def _accepted(*subjobs: str) -> str:
             "server starts again")
 
 
-def _in_thread_preterm(root: Path) -> object:
-    """An in-thread execjob_preterm hook: appends the job's id to ``root/ran``; its second
-    run ever, while ``root/stop`` exists, sends the server (this process) the SIGTERM and
-    waits for ``root/go`` (the stop gives it up)."""
+def _in_thread_preterm(root: Path, stop_at: int = 2) -> object:
+    """An in-thread execjob_preterm hook: appends the job's id to ``root/ran``; its
+    `stop_at`-th run ever, while ``root/stop`` exists, sends the server (this process) the
+    SIGTERM and waits for ``root/go`` (the stop gives it up)."""
     def hook(self, event) -> None:
         with open(root / "ran", "a") as ran:
             ran.write(f"{event.job.id}\n")
-        if (root / "stop").exists() and len((root / "ran").read_text().split()) == 2:
+        if (root / "stop").exists() and len((root / "ran").read_text().split()) == stop_at:
             os.kill(os.getppid(), signal.SIGTERM)
             while not (root / "go").exists():
                 time.sleep(0.05)
@@ -619,25 +619,60 @@ def _refused_at_stop(engine_here, register_plugin, sigterm_stops, root: Path
     """A running array of two subjobs whose qdel (daemon's) the stop refused during the
     second subjob's in-thread preterm, the first's having accepted; the server started
     again (not polled yet): the new engine, the first subjob, the second."""
-    register_plugin(_in_thread_preterm(root), "pre", alarm=60)
+    again, answer, (first, second) = _stopped_array_qdel(engine_here, register_plugin,
+                                                         sigterm_stops, root, 2)
+    assert answer == _accepted(first)
+    return again, first, second
+
+
+def _stopped_array_qdel(engine_here, register_plugin, sigterm_stops, root: Path,
+                        count: int) -> tuple[Any, str, list[str]]:
+    """A running array of `count` subjobs whose qdel (daemon's) the stop refused during
+    the last subjob's in-thread preterm, the others' having accepted; the server started
+    again (not polled yet): the new engine, the qdel's answer, the subjobs in the order
+    their preterm ran."""
+    register_plugin(_in_thread_preterm(root, count), "pre", alarm=60)
     eng = engine_here()
     sigterm_stops(eng)
-    array = eng.req_submit(ROOT, {"Job_Name": "a", "array_indices_submitted": "1-2"},
-                           "sleep 600\n")
-    subjobs = [array.replace("[]", f"[{i}]") for i in (1, 2)]
+    name, vnode = next(iter(eng._vnodes().items()))  # (room for every subjob at once)
+    if int(vnode.resources_available.get("ncpus", 0)) < count:
+        eng.req_qmgr(ROOT, f"set node {name} resources_available.ncpus = {count}")
+    array = eng.req_submit(ROOT, {"Job_Name": "a",
+                                  "array_indices_submitted": f"1-{count}"}, "sleep 600\n")
+    subjobs = [array.replace("[]", f"[{i}]") for i in range(1, count + 1)]
     poll_until(eng, lambda: all(s in eng.launches for s in subjobs), "the subjobs' runs")
     (root / "stop").touch()
     answers = eng.req_delete(DAEMON, [array])
-    first, second = (root / "ran").read_text().split()
-    assert [a["error"]["message"] for a in answers] == [_accepted(first)], answers
-    assert (eng.store.runtime(first) or {}).get("delete_at_start") == DAEMON.uid
-    assert "delete_at_start" not in (eng.store.runtime(second) or {})
+    ran = (root / "ran").read_text().split()
+    assert sorted(ran) == sorted(subjobs) and len(answers) == 1, (ran, answers)
+    for sub in ran[:-1]:
+        assert (eng.store.runtime(sub) or {}).get("delete_at_start") == DAEMON.uid
+    assert "delete_at_start" not in (eng.store.runtime(ran[-1]) or {})
     eng.close()
     (root / "stop").unlink()
     (root / "go").touch()
     again = engine_here()
     assert all(s in again.launches for s in subjobs)  # (adopted)
-    return again, first, second
+    return again, answers[0]["error"]["message"], ran
+
+
+def test_the_refusal_names_every_subjob_whose_preterm_accepted(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # Two subjobs' preterm accept an array's qdel before the stop gives up the third's:
+    # the refusal names both, in the plural, and both are deleted at the first poll; the
+    # third runs on. (The text written out here, not by `_accepted`, which mirrors the
+    # server's.)
+    again, answer, (first, second, third) = _stopped_array_qdel(
+        engine_here, register_plugin, sigterm_stops, engine_root, 3)
+    assert answer == (f"{STOPPED}; the deletion is not recorded, but its running subjobs "
+                      f"{first}, {second}, whose execjob_preterm hooks accepted it, are "
+                      "deleted at the latest when the server starts again")
+    again.poll()
+    poll_until(again, lambda: all(again.store.job(s)["job_state"] == "F"
+                                  for s in (first, second)), "their deletion")
+    assert [_deleters(again, s) for s in (first, second)] == [[f"daemon@{again.host}"]] * 2
+    assert again.store.job(third)["job_state"] == "R" and not _deleters(again, third)
+    assert (engine_root / "ran").read_text().split() == [first, second, third]
 
 
 @pytest.mark.parametrize("then", ["first poll", "qdel before it"])
