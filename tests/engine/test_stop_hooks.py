@@ -614,23 +614,25 @@ def _in_thread_preterm(root: Path, stop_at: int = 2) -> object:
                             "execjob_preterm": hookimpl(hook)})()
 
 
-def _refused_at_stop(engine_here, register_plugin, sigterm_stops, root: Path
-                     ) -> tuple[Any, str, str]:
-    """A running array of two subjobs whose qdel (daemon's) the stop refused during the
-    second subjob's in-thread preterm, the first's having accepted; the server started
-    again (not polled yet): the new engine, the first subjob, the second."""
+def _refused_at_stop(engine_here, register_plugin, sigterm_stops, root: Path,
+                     script: str = "sleep 600\n") -> tuple[Any, str, str]:
+    """A running array of two subjobs (running `script`) whose qdel (daemon's) the stop
+    refused during the second subjob's in-thread preterm, the first's having accepted;
+    the server started again (not polled yet): the new engine, the first subjob, the
+    second."""
     again, answer, (first, second) = _stopped_array_qdel(engine_here, register_plugin,
-                                                         sigterm_stops, root, 2)
+                                                         sigterm_stops, root, 2, script)
     assert answer == _accepted(first)
     return again, first, second
 
 
 def _stopped_array_qdel(engine_here, register_plugin, sigterm_stops, root: Path,
-                        count: int) -> tuple[Any, str, list[str]]:
-    """A running array of `count` subjobs whose qdel (daemon's) the stop refused during
-    the last subjob's in-thread preterm, the others' having accepted; the server started
-    again (not polled yet): the new engine, the qdel's answer, the subjobs in the order
-    their preterm ran."""
+                        count: int, script: str = "sleep 600\n"
+                        ) -> tuple[Any, str, list[str]]:
+    """A running array of `count` subjobs (running `script`) whose qdel (daemon's) the
+    stop refused during the last subjob's in-thread preterm, the others' having accepted;
+    the server started again (not polled yet): the new engine, the qdel's answer, the
+    subjobs in the order their preterm ran."""
     register_plugin(_in_thread_preterm(root, count), "pre", alarm=60)
     eng = engine_here()
     sigterm_stops(eng)
@@ -638,7 +640,7 @@ def _stopped_array_qdel(engine_here, register_plugin, sigterm_stops, root: Path,
     if int(vnode.resources_available.get("ncpus", 0)) < count:
         eng.req_qmgr(ROOT, f"set node {name} resources_available.ncpus = {count}")
     array = eng.req_submit(ROOT, {"Job_Name": "a",
-                                  "array_indices_submitted": f"1-{count}"}, "sleep 600\n")
+                                  "array_indices_submitted": f"1-{count}"}, script)
     subjobs = [array.replace("[]", f"[{i}]") for i in range(1, count + 1)]
     poll_until(eng, lambda: all(s in eng.launches for s in subjobs), "the subjobs' runs")
     (root / "stop").touch()
@@ -742,6 +744,50 @@ def test_a_qterm_immediate_after_a_qrerun_of_a_subjob_to_be_deleted_keeps_its_re
     assert _deleters(again, first) == [f"daemon@{again.host}"]
     assert "its run is being ended for a requeue, which stands" in _log(again)
     assert "delete_at_start" not in (again.store.runtime(first) or {})
+
+
+def _group(pgid: int) -> list[tuple[int, str]]:
+    """The processes of process group `pgid`, with their states (zombies left out)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append((int(entry.name), fields[0]))
+    return found
+
+
+def test_a_qterm_immediate_after_a_qrerun_of_a_suspended_subjob_to_be_deleted(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # The marked subjob suspended (qsig -s suspend), then a forced qrerun (a suspended
+    # job's needs -f), then qterm -t immediate before the first poll: it ends requeued as
+    # above (Q, its D record daemon's), and its processes are gone: woken to take the
+    # qrerun's SIGTERM (its trap writes ``termed``), not left stopped (a SIGKILL after
+    # kill_delay ended such a one, its trap never run).
+    again, first, _second = _refused_at_stop(
+        engine_here, register_plugin, sigterm_stops, engine_root,
+        f"trap 'echo $PBS_JOBID >> {engine_root}/termed; exit 143' TERM\n"
+        "sleep 600 &\nwait\n")
+    assert again.req_signal(ROOT, [first], "suspend") == [{"id": first}]
+    assert again.store.job(first)["job_state"] == "S"
+    pgid = again.launches[first].pgid  # (the adopted run's, once read)
+    assert pgid > 0
+    until(lambda: _group(pgid) and all(state == "T" for _, state in _group(pgid)),
+          what="the subjob's processes stopped")
+    again.req_rerun(ROOT, [first], force=True)
+    assert (again.store.runtime(first) or {}).get("end_reason") == "requeue"
+    assert again.req_terminate(ROOT, "immediate") == "shutting down"
+    assert again.store.job(first)["job_state"] == "Q"
+    assert _deleters(again, first) == [f"daemon@{again.host}"]
+    assert "its run is being ended for a requeue, which stands" in _log(again)
+    assert "delete_at_start" not in (again.store.runtime(first) or {})
+    assert first not in again.launches
+    assert _group(pgid) == []
+    assert first in (engine_root / "termed").read_text().split()  # (not SIGKILLed stopped)
 
 
 @pytest.mark.parametrize("then", ["next poll", "qdel"])
