@@ -136,10 +136,15 @@ def test_a_running_array_shows_its_last_ended_subjobs_exit_status(engine):
     """OpenPBS 23.06 (checked): while an array runs on, its Exit_status is 1 after a
     subjob that did not exit 0 and 0 again after one that did, and its subjobs not begun
     show it; at its end, its last subjob's."""
-    script = ('case "$PBS_ARRAY_INDEX" in 1) exit 3;; 2) f=a;; *) f=b;; esac\n'
-              'while [ ! -e "$PBS_O_WORKDIR/$f" ]; do sleep 0.1; done\n')
+    # (each subjob waits for its file: the first's `exit 3` came before the first read of
+    # the array on a loaded machine)
+    script = ('case "$PBS_ARRAY_INDEX" in 1) f=go;; 2) f=a;; *) f=b;; esac\n'
+              'while [ ! -e "$PBS_O_WORKDIR/$f" ]; do sleep 0.1; done\n'
+              '[ "$PBS_ARRAY_INDEX" != 1 ] || exit 3\n')
     job_id = engine.pbs("qsub", "-J", "1-3%1", input=script, check=True).stdout.strip()
+    engine.wait(arrays.subjob_id(job_id, 1), "R")
     assert "Exit_status" not in engine.job(job_id)
+    (engine.work / "go").touch()
     engine.wait(arrays.subjob_id(job_id, 2), "R")
     assert engine.job(job_id)["Exit_status"] == 1
     assert engine.job(arrays.subjob_id(job_id, 3))["Exit_status"] == 1
