@@ -790,6 +790,22 @@ def test_a_qterm_immediate_after_a_qrerun_of_a_suspended_subjob_to_be_deleted(
     assert first in (engine_root / "termed").read_text().split()  # (not SIGKILLed stopped)
 
 
+def _deletions_unwritten(monkeypatch: pytest.MonkeyPatch, engine: Any,
+                         times: int) -> list[str]:
+    """`engine`'s next `times` deletion records refused as by a full disk; the ids of the
+    jobs refused, as they come."""
+    real, failed = engine._record_deletion, []
+
+    def fails(*args: Any, **kwargs: Any) -> None:
+        if len(failed) < times:
+            failed.append(args[1])
+            raise StoreWriteError("database or disk is full")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_record_deletion", fails)
+    return failed
+
+
 @pytest.mark.parametrize("then", ["next poll", "qdel"])
 def test_a_first_poll_deletion_that_cannot_be_written_is_tried_again(
         then, engine_here, register_plugin, sigterm_stops, engine_root, monkeypatch):
@@ -800,15 +816,7 @@ def test_a_first_poll_deletion_that_cannot_be_written_is_tried_again(
     # and the mark left in the store killed it without hooks a restart later.)
     again, first, second = _refused_at_stop(engine_here, register_plugin, sigterm_stops,
                                             engine_root)
-    real, failed = again._record_deletion, []
-
-    def fail_once(*args: Any, **kwargs: Any) -> None:
-        if not failed:
-            failed.append(args[1])
-            raise StoreWriteError("database or disk is full")
-        real(*args, **kwargs)
-
-    monkeypatch.setattr(again, "_record_deletion", fail_once)
+    failed = _deletions_unwritten(monkeypatch, again, 1)
     again.poll()
     assert failed == [first] and again.store.job(first)["job_state"] == "R"
     assert _log(again).count("deleting it after a server restart failed") == 1
@@ -831,15 +839,7 @@ def test_a_first_poll_deletion_that_stays_unwritten_is_logged_once(
     # line says so. (Two lines at every poll before.)
     again, first, second = _refused_at_stop(engine_here, register_plugin, sigterm_stops,
                                             engine_root)
-    real, failed = again._record_deletion, []
-
-    def fail_thrice(*args: Any, **kwargs: Any) -> None:
-        if len(failed) < 3:
-            failed.append(args[1])
-            raise StoreWriteError("database or disk is full")
-        real(*args, **kwargs)
-
-    monkeypatch.setattr(again, "_record_deletion", fail_thrice)
+    failed = _deletions_unwritten(monkeypatch, again, 3)
     for _ in range(3):
         again.poll()
     assert failed == [first] * 3 and again.store.job(first)["job_state"] == "R"
