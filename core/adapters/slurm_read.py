@@ -340,8 +340,8 @@ class Slurm:
         for job_id, start, end in zip(job_ids, marks, marks[1:], strict=False):
             answer = [line for line in lines[start + 1:end]
                       if line.rstrip() != f"scontrol: show job {job_id}"]
-            if answer and answer[0].startswith(f"JobId={job_id} "):  # (`_own_record`)
-                found[job_id] = answer[0]
+            if (own := _own_record(answer, job_id)) is not None:
+                found[job_id] = own
         unanswered = list(job_ids[max(len(marks) - 1, 0):]) if late else []
         return found, unanswered
 
